@@ -1,0 +1,3 @@
+from ucsj.cli import main
+
+main()

@@ -1,0 +1,192 @@
+"""Reading yes/no answers from completions: P(yes) from logprobs, or 1/0 from the text.
+
+Pure functions: no I/O. DESIGN.md, "Criterion responses".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ucsj.llm.response import Completion, TokenLogprob
+
+# English first; a few other languages' words because small models sometimes answer in the
+# sample's language. Compared after stripping punctuation and case-folding.
+YES_WORDS = frozenset(
+    {
+        "yes",
+        "y",
+        "true",
+        "oui",
+        "ja",
+        "sí",
+        "si",
+        "sim",
+        "да",
+        "हाँ",
+        "हां",
+        "haan",
+        "はい",
+        "是",
+        "是的",
+        "نعم",
+        "evet",
+        "tak",
+    }
+)
+NO_WORDS = frozenset(
+    {
+        "no",
+        "n",
+        "false",
+        "non",
+        "nein",
+        "não",
+        "nao",
+        "нет",
+        "नहीं",
+        "nahin",
+        "いいえ",
+        "否",
+        "不",
+        "不是",
+        "لا",
+        "hayır",
+        "nie",
+    }
+)
+_STRIP = "*_`'\"“”‘’.,;:!?()[]{}<>«»-–— \t\r\n"
+
+
+def yes_no(word: str) -> int | None:
+    """1 for a yes-word, 0 for a no-word, None otherwise ("Yes", " yes", "YES." are one answer)."""
+    w = word.strip(_STRIP).casefold()
+    if w in YES_WORDS:
+        return 1
+    if w in NO_WORDS:
+        return 0
+    return None
+
+
+def p_yes_from_token(token: TokenLogprob) -> float | None:
+    """P(yes) / (P(yes) + P(no)) over the token's reported alternatives."""
+    p_yes = p_no = 0.0
+    for alt, logprob in token.top:
+        verdict = yes_no(alt)
+        if verdict is None or alt.strip(_STRIP) == "":
+            continue
+        p = math.exp(logprob)
+        if verdict:
+            p_yes += p
+        else:
+            p_no += p
+    total = p_yes + p_no
+    return p_yes / total if total > 0 else None
+
+
+def first_word(text: str) -> str:
+    match = re.search(r"[^\s*_`'\"“”‘’.,;:!?()\[\]{}<>«»\-–—]+", text)
+    return match.group(0) if match else ""
+
+
+def single_answer(completion: Completion) -> float | None:
+    """Per-criterion: the answer token's P(yes) when logprobs exist, else 1/0 from the text."""
+    if completion.tokens:
+        for token in completion.tokens:
+            if token.token.strip(_STRIP):  # the first token with content is the answer
+                p = p_yes_from_token(token)
+                if p is not None:
+                    return p
+                break
+    verdict = yes_no(first_word(completion.text))
+    if verdict is None:
+        verdict = _sole_verdict(completion.text)
+    return None if verdict is None else float(verdict)
+
+
+# "Q1: Yes", "Q1 - YES", "**Q1:** Yes", "1. yes.", "Question 1: No"
+_LINE = re.compile(
+    r"^[\s>*_#`-]*(?:q(?:uestion)?\s*)?(\d{1,3})\s*[*_`]*\s*[:.)\-–—=]+\s*[*_`]*\s*(.*)$", re.I
+)
+
+
+@dataclass(frozen=True)
+class AnswerSpan:
+    number: int
+    value: int | None
+    start: int  # character offset of the answer word in the text, -1 when none
+
+
+def answer_lines(text: str) -> dict[int, AnswerSpan]:
+    """The first answer given for each question number found in the text."""
+    found: dict[int, AnswerSpan] = {}
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        match = _LINE.match(line.rstrip("\r\n"))
+        if match:
+            number = int(match.group(1))
+            rest = match.group(2)
+            word = first_word(rest)
+            value = yes_no(word)
+            if value is None:
+                value = _sole_verdict(rest)
+            start = offset + match.start(2) + rest.find(word) if word and value is not None else -1
+            found.setdefault(number, AnswerSpan(number, value, start))
+        offset += len(line)
+    return found
+
+
+def numbered_answers(completion: Completion, count: int) -> list[float | None]:
+    """Values for Q1..Q{count}: P(yes) at each answer token when logprobs exist, else 1/0."""
+    spans = answer_lines(completion.text)
+    if not spans and count == 1:
+        return [single_answer(completion)]
+    if not spans:
+        spans = _unnumbered(completion.text, count)
+    token_at = _token_offsets(completion) if completion.tokens else {}
+    values: list[float | None] = []
+    for number in range(1, count + 1):
+        span = spans.get(number)
+        if span is None or span.value is None:
+            values.append(None)
+            continue
+        p = None
+        token = token_at.get(span.start)
+        if token is not None:
+            p = p_yes_from_token(token)
+        values.append(p if p is not None else float(span.value))
+    return values
+
+
+def _unnumbered(text: str, count: int) -> dict[int, AnswerSpan]:
+    """Bare "Yes"/"No" lines, taken in order only when there is exactly one per question."""
+    spans = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        word = first_word(line)
+        if word:
+            value = yes_no(word)
+            if value is None:
+                return {}
+            spans.append(AnswerSpan(len(spans) + 1, value, offset + line.find(word)))
+        offset += len(line)
+    return {s.number: s for s in spans} if len(spans) == count else {}
+
+
+def _token_offsets(completion: Completion) -> dict[int, TokenLogprob]:
+    """Map the text offset where each token's visible content starts to the token."""
+    at: dict[int, TokenLogprob] = {}
+    offset = 0
+    for token in completion.tokens or ():
+        lead = len(token.token) - len(token.token.lstrip(_STRIP))
+        at.setdefault(offset + lead, token)
+        offset += len(token.token)
+    return at
+
+
+def _sole_verdict(text: str) -> int | None:
+    """The verdict when the text uses yes-words or no-words but not both."""
+    words = {yes_no(w) for w in re.findall(r"\w+", text)}
+    words.discard(None)
+    return words.pop() if len(words) == 1 else None

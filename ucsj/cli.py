@@ -1,0 +1,654 @@
+"""The command line: a thin click layer over the library.
+
+Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime error.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ucsj import __version__, console
+from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
+from ucsj.data import SampleFile
+from ucsj.errors import EXIT_BACKEND, EXIT_INPUT, BackendError, GateFailed, InputError, UcsjError
+from ucsj.gen import GEN_MODES, generate_criteria
+from ucsj.io import atomic_writer, dump_json_line
+from ucsj.llm import CacheMode, LLMSettings, ResponseCache
+from ucsj.llm.cache import default_cache_dir
+from ucsj.llm.client import DEFAULT_MODEL
+from ucsj.report import (
+    ALL,
+    Report,
+    build_report,
+    parse_gate,
+    write_html,
+    write_json_report,
+    write_junit,
+)
+from ucsj.scoring import SCORINGS, failure_message, score_file
+from ucsj.tasks import load_task
+from ucsj.transfer import (
+    FEATURE_KINDS,
+    MODULES,
+    ScoreRecord,
+    fit_judge,
+    is_scores_file,
+    load_judge,
+    predict_records,
+    read_scores,
+    save_judge,
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="ucsj")
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors and results.")
+@click.option("-v", "--verbose", is_flag=True, help="Log retries and other details.")
+def cli(quiet: bool, verbose: bool) -> None:
+    """ucsj: a multilingual LLM judge that learns from English labels.
+
+    Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime
+    error. The API key is read from OPENAI_API_KEY only and is never written anywhere.
+    """
+    console.configure(quiet=quiet, verbose=verbose)
+
+
+def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared LLM and cache options; passes `settings: LLMSettings` to the command."""
+    options = [
+        click.option(
+            "--model",
+            envvar="UCSJ_MODEL",
+            default=DEFAULT_MODEL,
+            show_default=True,
+            help="Model name; pin a snapshot (gpt-4o-2024-08-06, not gpt-4o). Env: UCSJ_MODEL.",
+        ),
+        click.option(
+            "--base-url",
+            envvar="OPENAI_BASE_URL",
+            default=None,
+            help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. "
+            "Env: OPENAI_BASE_URL. [default: http://127.0.0.1:8080/v1]",
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=8,
+            show_default=True,
+            help="Requests in flight at once.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=60.0,
+            show_default=True,
+            help="Seconds to wait for one response.",
+        ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(min=0),
+            default=5,
+            show_default=True,
+            help="Retries on 408, 429, 5xx, timeouts and connection errors.",
+        ),
+        click.option(
+            "--cache",
+            "cache_mode",
+            type=click.Choice([m.value for m in CacheMode]),
+            default="readwrite",
+            show_default=True,
+            help="readwrite: use and record; refresh: re-ask and record; replay: "
+            "cache only, a miss is an error; off: no cache.",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            envvar="UCSJ_CACHE_DIR",
+            default=None,
+            help="Response cache directory. Env: UCSJ_CACHE_DIR. [default: ./cache]",
+        ),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        model: str,
+        base_url: str | None,
+        concurrency: int,
+        timeout: float,
+        max_retries: int,
+        cache_mode: str,
+        cache_dir: Path | None,
+        **kwargs: Any,
+    ) -> Any:
+        settings = LLMSettings(
+            model=model,
+            base_url=base_url,
+            concurrency=concurrency,
+            timeout=timeout,
+            max_retries=max_retries,
+            cache_mode=CacheMode(cache_mode),
+            cache_dir=cache_dir or default_cache_dir(),
+        )
+        return func(*args, settings=settings, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+# -- stage 1 and 2 ----------------------------------------------------------------------------
+
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="File to write (atomically).",
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--task",
+    "task_spec",
+    required=True,
+    help="A preset (rag-faithfulness, summary-faithfulness) or a TASK.toml file.",
+)
+@output_option
+@click.option(
+    "--gen",
+    "mode",
+    type=click.Choice(GEN_MODES),
+    default="per-concept",
+    show_default=True,
+    help="One call per concept for its questions, or one for all.",
+)
+@click.option(
+    "--concepts",
+    "n_concepts",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="At most this many concepts.",
+)
+@click.option(
+    "--questions",
+    "n_questions",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="At most this many questions per concept.",
+)
+@llm_options
+def gen(
+    task_spec: str,
+    output: Path,
+    mode: str,
+    n_concepts: int,
+    n_questions: int,
+    settings: LLMSettings,
+) -> None:
+    """Stage 1: generate the criteria set (concepts and yes/no questions, in English).
+
+    Example: ucsj gen --task rag-faithfulness -o criteria.json
+    """
+    task = load_task(task_spec)
+    criteria = generate_criteria(
+        task, settings, mode=mode, n_concepts=n_concepts, n_questions=n_questions
+    )
+    criteria.save(output)
+    console.info(
+        f"wrote {len(criteria.concepts)} concepts, {len(criteria.questions)} questions "
+        f"to {output} ({criteria.fingerprint[:19]}…)"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--criteria",
+    "criteria_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="criteria.json from gen.",
+)
+@click.option(
+    "--task",
+    "task_spec",
+    default=None,
+    help="Task preset or TOML file. [default: the criteria set's task]",
+)
+@click.option("--lang", default=None, help="ISO 639-1 language of records that carry none.")
+@click.option(
+    "--scoring",
+    type=click.Choice(SCORINGS),
+    default="per-concept",
+    show_default=True,
+    help="One call per concept, one for all questions, or one per question.",
+)
+@output_option
+@llm_options
+def score(
+    data: Path,
+    criteria_path: Path,
+    task_spec: str | None,
+    lang: str | None,
+    scoring: str,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Stage 2: answer every criterion question for every sample of DATA.
+
+    Example: ucsj score data.jsonl --criteria criteria.json --lang fr -o scores.jsonl
+    """
+    criteria = load_criteria(criteria_path)
+    task = load_task(task_spec or criteria.task)
+    total = SampleFile(data, task, lang).validate().count
+    with console.progress("scoring", total) as advance:
+        summary = score_file(
+            data, criteria, task, output, settings, lang=lang, scoring=scoring, on_record=advance
+        )
+    langs = ", ".join(f"{k}: {v}" for k, v in summary.langs.items())
+    console.info(
+        f"scored {summary.samples} samples ({langs}) into {output}; "
+        f"{summary.unreadable} of {summary.values} answers unreadable"
+    )
+    if summary.failed:
+        raise BackendError(failure_message(summary))
+
+
+# -- stage 3 and the report -------------------------------------------------------------------
+
+
+def _scores_or_score(
+    path: Path,
+    criteria_path: Path | None,
+    criteria: CriteriaSet | None,
+    lang: str | None,
+    scoring: str,
+    settings: LLMSettings,
+    task_spec: str | None,
+) -> tuple[list[ScoreRecord], CriteriaSet]:
+    """A scores file as it is, or a data file scored first (into the cache and a temp file)."""
+    if is_scores_file(path):
+        records = read_scores(path)
+        if criteria is None:
+            if criteria_path is None:
+                raise InputError(
+                    "--criteria is needed with a scores file from other criteria", path=str(path)
+                )
+            criteria = load_criteria(criteria_path)
+        return records, criteria
+    if criteria is None:
+        if criteria_path is None:
+            raise InputError(
+                "this is a data file, not scores: --criteria is needed to score it", path=str(path)
+            )
+        criteria = load_criteria(criteria_path)
+    task = load_task(task_spec or criteria.task)
+    with tempfile.TemporaryDirectory() as tmp:
+        scored = Path(tmp) / "scores.jsonl"
+        total = SampleFile(path, task, lang).validate().count
+        with console.progress("scoring", total) as advance:
+            summary = score_file(
+                path,
+                criteria,
+                task,
+                scored,
+                settings,
+                lang=lang,
+                scoring=scoring,
+                on_record=advance,
+            )
+        if summary.failed:
+            raise BackendError(failure_message(summary))
+        return read_scores(scored), criteria
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--train",
+    "train_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Labelled English scores, or a data file to score first.",
+)
+@click.option(
+    "--criteria",
+    "criteria_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="criteria.json; needed when --train is a data file.",
+)
+@click.option(
+    "--module",
+    type=click.Choice(["auto", *MODULES]),
+    default="auto",
+    show_default=True,
+    help="Transfer module; auto picks by English validation BA.",
+)
+@click.option(
+    "--features",
+    type=click.Choice(FEATURE_KINDS),
+    default="concept",
+    show_default=True,
+    help="Concept means s(x) or criterion answers z(x).",
+)
+@click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@click.option("--lang", default=None, help="Language of records that carry none.")
+@click.option(
+    "--scoring",
+    type=click.Choice(SCORINGS),
+    default="per-concept",
+    show_default=True,
+    help="Granularity, when scoring a data file.",
+)
+@output_option
+@llm_options
+def fit(
+    train_path: Path,
+    criteria_path: Path | None,
+    module: str,
+    features: str,
+    task_spec: str | None,
+    lang: str | None,
+    scoring: str,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Stage 3: train the transfer module on labelled (English) scores.
+
+    Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.joblib
+    """
+    records, criteria = _scores_or_score(
+        train_path, criteria_path, None, lang, scoring, settings, task_spec
+    )
+    judge = fit_judge(records, criteria, module=module, features=features, source=str(train_path))
+    meta = judge["meta"]
+    if meta["validation_ba"]:
+        table = Table("module", "validation BA", title="English validation split")
+        for name, ba in meta["validation_ba"].items():
+            mark = " <- chosen" if name == meta["module"] else ""
+            table.add_row(name, f"{ba:.3f}{mark}")
+        console.out.print(table)
+    save_judge(judge, output)
+    console.info(
+        f"trained {meta['module']} on {meta['train_size']} samples "
+        f"({', '.join(meta['train_langs'])}) -> {output}"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--judge",
+    "judge_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="judge.joblib from fit.",
+)
+@click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@click.option("--lang", default=None, help="Language of records that carry none.")
+@output_option
+@llm_options
+def predict(
+    data: Path,
+    judge_path: Path,
+    task_spec: str | None,
+    lang: str | None,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Apply a judge to scores, or to a data file (scored first with the judge's criteria).
+
+    Example: ucsj predict fr.scores.jsonl --judge judge.joblib -o fr.preds.jsonl
+    """
+    judge = load_judge(judge_path)
+    meta = judge["meta"]
+    criteria = criteria_from_json(meta["criteria"], str(judge_path))
+    if not is_scores_file(data):
+        settings.model = meta["scoring_model"]
+    records, _ = _scores_or_score(data, None, criteria, lang, meta["scoring"], settings, task_spec)
+    rows = predict_records(judge, records, source=str(data))
+    with atomic_writer(output) as out:
+        for row in rows:
+            out.write(dump_json_line(row))
+    console.info(f"wrote {len(rows)} predictions to {output}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument(
+    "predictions", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--gate",
+    "gates",
+    multiple=True,
+    help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
+    '"pass_rate[hi]>=0.9", "error_rate<=0.05". Exit 1 when one fails.',
+)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help='Shorthand for --gate "error_rate<=X".',
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report as JSON.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write JUnit XML: a test case per language and gate.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a self-contained HTML page.",
+)
+def report(
+    predictions: tuple[Path, ...],
+    gates: tuple[str, ...],
+    max_error_rate: float | None,
+    json_path: Path | None,
+    junit_path: Path | None,
+    html_path: Path | None,
+) -> None:
+    """Balanced accuracy per language and method, with gates for CI.
+
+    Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
+    """
+    parsed = [parse_gate(g) for g in gates]
+    if max_error_rate is not None:
+        parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
+    result = build_report(list(predictions), parsed)
+    print_report(result)
+    if json_path:
+        write_json_report(result, json_path)
+    if junit_path:
+        write_junit(result, junit_path)
+    if html_path:
+        write_html(result, html_path)
+    for gate in result.gates:
+        if not gate.passed:
+            console.err.print(gate.line(), markup=False)
+    if result.failed_gates:
+        raise GateFailed(f"{len(result.failed_gates)} of {len(result.gates)} gate checks failed")
+
+
+def print_report(result: Report) -> None:
+    if len(result.methods) > 1:
+        table = Table("method", *result.langs, ALL, title="Balanced accuracy (* best per column)")
+        for method in result.methods:
+            cells = []
+            for lang in [*result.langs, ALL]:
+                m = result.table[method].get(lang)
+                star = "*" if m is not None and result.best(lang) == method else ""
+                cells.append("–" if m is None else f"{m.ba:.3f}{star}")
+            table.add_row(method, *cells)
+        console.out.print(table)
+    for method in result.methods:
+        table = Table(
+            "lang",
+            "n",
+            "BA [95% CI]",
+            "acc",
+            "TPR",
+            "TNR",
+            "pass rate",
+            "unreadable",
+            "no verdict",
+            title=method,
+        )
+        for lang in [*result.langs, ALL]:
+            m = result.table[method].get(lang)
+            if m is None:
+                continue
+            table.add_row(
+                lang,
+                str(m.n),
+                f"{m.ba:.3f} [{m.ba_low:.3f}, {m.ba_high:.3f}]",
+                *(_fmt(v) for v in (m.acc, m.tpr, m.tnr, m.pass_rate, m.unreadable, m.error_rate)),
+            )
+        console.out.print(table)
+
+
+def _fmt(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3f}"
+
+
+# -- cache ------------------------------------------------------------------------------------
+
+cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="UCSJ_CACHE_DIR",
+    default=None,
+    help="Response cache directory. Env: UCSJ_CACHE_DIR. [default: ./cache]",
+)
+
+
+def _open_cache(cache_dir: Path | None, must_exist: bool = True) -> ResponseCache:
+    directory = cache_dir or default_cache_dir()
+    if must_exist and not directory.is_dir():
+        raise InputError(f"no cache at {directory}")
+    return ResponseCache(directory)
+
+
+@cli.group(context_settings=CONTEXT)
+def cache() -> None:
+    """Inspect, export, import, verify or clear the response cache."""
+
+
+@cache.command("stats")
+@cache_dir_option
+def cache_stats(cache_dir: Path | None) -> None:
+    """Count entries by model and show the size on disk."""
+    with _open_cache(cache_dir) as store:
+        stats = store.stats()
+    console.out.print(f"cache: {stats.directory}", markup=False)
+    console.out.print(
+        f"entries: {stats.entries} ({stats.with_logprobs} with logprobs), "
+        f"{stats.bytes_on_disk / 1e6:.1f} MB on disk",
+        markup=False,
+    )
+    for model, count in stats.models.items():
+        console.out.print(f"  {model}: {count}", markup=False)
+
+
+@cache.command("export")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="JSONL file to write: one entry a line, ordered by key.",
+)
+@cache_dir_option
+def cache_export(output: Path, cache_dir: Path | None) -> None:
+    """Write every entry as JSONL (fixtures): stable order, one per line, diffable."""
+    with _open_cache(cache_dir) as store:
+        count = store.export(output)
+    console.info(f"exported {count} entries to {output}")
+
+
+@cache.command("import")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@cache_dir_option
+def cache_import(files: tuple[Path, ...], cache_dir: Path | None) -> None:
+    """Load entries from exported JSONL files, checking every key."""
+    with _open_cache(cache_dir, must_exist=False) as store:
+        for path in files:
+            count = store.import_file(path)
+            console.info(f"imported {count} entries from {path}")
+
+
+@cache.command("verify")
+@cache_dir_option
+def cache_verify(cache_dir: Path | None) -> None:
+    """Re-hash every entry's request; report (and exit 3 on) any whose key does not match."""
+    with _open_cache(cache_dir) as store:
+        bad = store.verify()
+        total = len(store)
+    for key, problem in bad:
+        console.err.print(f"{key}: {problem}", markup=False)
+    if bad:
+        raise BackendError(f"{len(bad)} of {total} cache entries failed verification")
+    console.out.print(f"{total} entries verified", markup=False)
+
+
+@cache.command("clear")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@cache_dir_option
+def cache_clear(yes: bool, cache_dir: Path | None) -> None:
+    """Delete every entry (export first to keep them)."""
+    with _open_cache(cache_dir) as store:
+        if not yes and not click.confirm(f"delete all {len(store)} entries of {store.directory}?"):
+            raise click.Abort()
+        count = store.clear()
+    console.info(f"deleted {count} entries")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: map errors to the documented exit codes and one clear line on stderr."""
+    try:
+        cli.main(args=argv, prog_name="ucsj", standalone_mode=False)
+    except click.exceptions.Abort:
+        console.err.print("ucsj: aborted", markup=False)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_INPUT if exc.exit_code == 2 else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except UcsjError as exc:
+        console.err.print(f"ucsj: error: {exc}", markup=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.err.print(
+            "ucsj: interrupted; rerun the same command to resume from the cache", markup=False
+        )
+        sys.exit(130)
+    except OSError as exc:
+        console.err.print(f"ucsj: error: {exc}", markup=False)
+        sys.exit(EXIT_BACKEND)
+    sys.exit(0)

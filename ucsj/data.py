@@ -1,0 +1,166 @@
+"""Samples: reading and validating data files against a task's fields."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ucsj.errors import InputError
+from ucsj.io import read_json_lines
+from ucsj.languages import is_language_code
+from ucsj.tasks import Task
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    lang: str
+    source: tuple[str, ...]  # one text, or the passages in order
+    input: str | None
+    output: str
+    label: int | None
+    line: int
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    path: str
+    count: int
+    labelled: int
+    langs: dict[str, int]
+
+
+def check_lang_option(lang: str | None) -> None:
+    if lang is not None and not is_language_code(lang):
+        raise InputError(f"--lang '{lang}' is not an ISO 639-1 code (e.g. en, fr, de, hi)")
+
+
+class SampleFile:
+    """A JSONL data file. `validate()` reads it all once, before any LLM request; iterating
+    streams it again, so memory does not grow with the file."""
+
+    def __init__(
+        self, path: str | Path, task: Task, lang: str | None = None, require_label: bool = False
+    ) -> None:
+        check_lang_option(lang)
+        self.path, self.task, self.lang, self.require_label = Path(path), task, lang, require_label
+
+    def validate(self) -> DataSummary:
+        seen: dict[str, int] = {}
+        langs: dict[str, int] = {}
+        labelled = 0
+        for sample in self._parse():
+            if sample.id in seen:
+                raise InputError(
+                    f"duplicate id '{sample.id}' (first on line {seen[sample.id]})",
+                    path=str(self.path),
+                    line=sample.line,
+                    field="id",
+                )
+            seen[sample.id] = sample.line
+            langs[sample.lang] = langs.get(sample.lang, 0) + 1
+            labelled += sample.label is not None
+        if not seen:
+            raise InputError("no records: the file is empty", path=str(self.path))
+        return DataSummary(str(self.path), len(seen), labelled, dict(sorted(langs.items())))
+
+    def __iter__(self) -> Iterator[Sample]:
+        return self._parse()
+
+    def _parse(self) -> Iterator[Sample]:
+        for line, record in read_json_lines(self.path):
+            yield sample_from_record(
+                record, self.task, self.lang, str(self.path), line, self.require_label
+            )
+
+
+def sample_from_record(
+    record: Any, task: Task, lang: str | None, path: str, line: int, require_label: bool = False
+) -> Sample:
+    def fail(message: str, field: str | None = None) -> InputError:
+        return InputError(message, path=path, line=line, field=field)
+
+    if not isinstance(record, dict):
+        raise fail("record is not a JSON object")
+    fields = task.fields
+    sample_id = record.get("id")
+    if sample_id is None:
+        raise fail("missing required field", "id")
+    if not isinstance(sample_id, str) or not sample_id.strip():
+        raise fail(f"must be a non-empty string, got {_type_name(sample_id)}", "id")
+    record_lang = record.get("lang")
+    if record_lang is None:
+        if lang is None:
+            raise fail("missing, and no --lang given for records without one", "lang")
+        record_lang = lang
+    elif not is_language_code(record_lang):
+        raise fail(f"'{record_lang}' is not an ISO 639-1 language code", "lang")
+    return Sample(
+        id=sample_id,
+        lang=record_lang,
+        source=_source(record, fields.source, fail),
+        input=_text(record, fields.input, fail) if fields.input else None,
+        output=_text(record, fields.output, fail),
+        label=_label(record, fields.label, fail, require_label),
+        line=line,
+    )
+
+
+def _text(record: dict[str, Any], name: str, fail: Any) -> str:
+    if name not in record or record[name] is None:
+        raise fail("missing required field", name)
+    value = record[name]
+    if not isinstance(value, str):
+        raise fail(f"must be a string, got {_type_name(value)}", name)
+    if not value.strip():
+        raise fail("is empty", name)
+    return value
+
+
+def _source(record: dict[str, Any], name: str, fail: Any) -> tuple[str, ...]:
+    """A string, or a list of passages (strings or objects with a `text`)."""
+    if name not in record or record[name] is None:
+        raise fail("missing required field", name)
+    value = record[name]
+    if isinstance(value, str):
+        if not value.strip():
+            raise fail("is empty", name)
+        return (value,)
+    if not isinstance(value, list):
+        raise fail(f"must be a string or a list of passages, got {_type_name(value)}", name)
+    passages = []
+    for i, item in enumerate(value):
+        text = item.get("text") if isinstance(item, dict) else item
+        if not isinstance(text, str):
+            raise fail(f"passage {i} must be a string or an object with a 'text' string", name)
+        passages.append(text)
+    if not any(p.strip() for p in passages):
+        raise fail("has no non-empty passage", name)
+    return tuple(passages)
+
+
+def _label(record: dict[str, Any], name: str, fail: Any, required: bool) -> int | None:
+    value = record.get(name)
+    if value is None:
+        if required:
+            raise fail("missing: labels are needed here", name)
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return value
+    raise fail(f"must be 1 (pass), 0 (fail) or null, got {value!r}", name)
+
+
+def _type_name(value: Any) -> str:
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), "a value")

@@ -1,0 +1,382 @@
+"""The async OpenAI-compatible client: one shared httpx pool, bounded concurrency, retries, cache.
+
+Every LLM call in ucsj goes through `LLMClient.complete`, which consults the response cache
+first and records what the endpoint answered, so reruns send no request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from ucsj import __version__
+from ucsj.errors import BackendError, CacheMissError, InputError
+from ucsj.llm.cache import CacheMode, ResponseCache, default_cache_dir, make_entry
+from ucsj.llm.request import ChatRequest
+from ucsj.llm.response import Completion, MalformedResponse, parse_completion
+
+log = logging.getLogger("ucsj")
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+DEFAULT_MODEL = "smollm2-135m-instruct"
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 120.0
+# A dated or versioned snapshot ends in a date or a version number: gpt-4o-2024-08-06, qwen3:32b.
+_PINNED = re.compile(r"(\d{4}-?\d{2}-?\d{2}|\d{4}|[-:@/]v?\d[\w.]*)$|\.gguf$", re.I)
+
+
+class UnusableResponse(ValueError):
+    """The caller's check rejected a response (it is neither cached nor retried)."""
+
+
+class RequestFailed(BackendError):
+    """One request failed for good: retries exhausted, rejected or unusable."""
+
+
+@dataclass
+class LLMSettings:
+    """Where and how to call the LLM. The API key is never written anywhere."""
+
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 5
+    cache_mode: CacheMode = CacheMode.READWRITE
+    cache_dir: Path | None = None
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+
+    def resolved_base_url(self) -> str:
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        return url.rstrip("/")
+
+    def resolved_api_key(self) -> str | None:
+        return self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
+
+    def validate(self) -> None:
+        if self.concurrency < 1:
+            raise InputError("--concurrency must be at least 1")
+        if self.timeout <= 0:
+            raise InputError("--timeout must be positive")
+        if self.max_retries < 0:
+            raise InputError("--max-retries must be 0 or more")
+        if not self.model:
+            raise InputError("--model must not be empty")
+
+
+@dataclass
+class ClientStats:
+    requests_sent: int = 0  # HTTP requests, retries included
+    cache_hits: int = 0
+    cache_writes: int = 0
+    retries: int = 0
+    failures: int = 0
+
+
+class LLMClient:
+    """Use as `async with LLMClient(settings) as client: await client.complete(request)`."""
+
+    def __init__(self, settings: LLMSettings, cache: ResponseCache | None = None) -> None:
+        settings.validate()
+        self.settings = settings
+        self.mode = CacheMode(settings.cache_mode)
+        self.stats = ClientStats()
+        self._own_cache = cache is None and self.mode is not CacheMode.OFF
+        self.cache = (
+            cache
+            if cache is not None or self.mode is CacheMode.OFF
+            else ResponseCache(settings.cache_dir or default_cache_dir())
+        )
+        self._http: httpx.AsyncClient | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._logprobs_param_ok: dict[str, bool] = {}  # model -> endpoint accepts `logprobs`
+        self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
+        self._warned: set[str] = set()
+        self._base_url = settings.resolved_base_url()
+        self._host = _host_of(self._base_url)
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if self._own_cache and self.cache is not None:
+            self.cache.close()
+
+    def logprobs_available(self, model: str) -> bool | None:
+        """What this endpoint has shown about logprobs for `model`; None until it has answered."""
+        if self._logprobs_param_ok.get(model) is False:
+            return False
+        return self._logprobs_returned.get(model)
+
+    async def complete(
+        self,
+        request: ChatRequest,
+        *,
+        validate: Callable[[Completion], None] | None = None,
+        allow_truncated: bool = False,
+    ) -> Completion:
+        """The completion for `request`: from the cache when it holds one, else the endpoint."""
+        cached = self._lookup(request)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return cached
+        if self.mode is CacheMode.REPLAY:
+            raise CacheMissError(
+                f"replay mode: no cached response for a request to model '{request.model}' "
+                f"(key {request.key[:16]}…, first message: {_snippet(request.messages)}); "
+                "record it with --cache readwrite or import the fixture that holds it"
+            )
+        self._warn_alias(request.model)
+        send = request
+        if request.logprobs and self._logprobs_param_ok.get(request.model) is False:
+            send = request.without_logprobs()
+        payload, completion, meta, send = await self._send_with_retries(send)
+        if completion.truncated and not allow_truncated:
+            raise RequestFailed(
+                f"response was cut off at max_tokens={send.max_tokens} "
+                "(finish_reason 'length'); not cached"
+            )
+        if validate is not None:
+            try:
+                validate(completion)
+            except UnusableResponse as exc:
+                self.stats.failures += 1
+                raise RequestFailed(f"unusable response: {exc}; not cached") from None
+        self._record(send, payload, meta)
+        return completion
+
+    # -- cache -------------------------------------------------------------------------------
+
+    def _lookup(self, request: ChatRequest) -> Completion | None:
+        if self.cache is None or not self.mode.reads:
+            return None
+        candidates = [request.key]
+        if request.logprobs:  # recorded against an endpoint that refused the logprobs parameter
+            candidates.append(request.without_logprobs().key)
+        for key in candidates:
+            entry = self.cache.get(key)
+            if entry is not None:
+                try:
+                    return parse_completion(entry["response"])
+                except MalformedResponse:
+                    log.warning("cache entry %s is unreadable; asking the endpoint again", key)
+        return None
+
+    def _record(self, request: ChatRequest, payload: dict[str, Any], meta: dict[str, Any]) -> None:
+        if self.cache is None or not self.mode.writes:
+            return
+        self.cache.put(make_entry(request.key_material(), payload, meta))
+        self.stats.cache_writes += 1
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            size = self.settings.concurrency
+            headers = {"User-Agent": f"ucsj/{__version__}"}
+            key = self.settings.resolved_api_key()
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            self._http = httpx.AsyncClient(
+                base_url=self._base_url,
+                headers=headers,
+                timeout=httpx.Timeout(self.settings.timeout),
+                # keep-alive pool as large as the pool, or connections churn past 20
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+            )
+            self._slots = asyncio.Semaphore(size)
+        return self._http
+
+    async def _send_with_retries(
+        self, request: ChatRequest
+    ) -> tuple[dict[str, Any], Completion, dict[str, Any], ChatRequest]:
+        http = self._client()
+        assert self._slots is not None
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            try:
+                async with self._slots:
+                    self.stats.requests_sent += 1
+                    response = await http.post("/chat/completions", json=request.body())
+                latency = time.monotonic() - started
+                if response.status_code == 200:
+                    payload = response.json()
+                    completion = parse_completion(payload)
+                    self._note_logprobs(request, completion)
+                    return (
+                        payload,
+                        completion,
+                        self._meta(request, completion, latency, attempt),
+                        request,
+                    )
+                if request.logprobs and _rejects_logprobs(response):
+                    log.warning(
+                        "%s rejects the logprobs parameter for %s; answers will be read "
+                        "from the text",
+                        self._host,
+                        request.model,
+                    )
+                    self._logprobs_param_ok[request.model] = False
+                    request = request.without_logprobs()
+                    continue
+                if response.status_code not in RETRY_STATUS:
+                    self.stats.failures += 1
+                    raise RequestFailed(
+                        f"{self._host} answered HTTP {response.status_code}: "
+                        f"{self._redact(_error_text(response))}"
+                    )
+                reason = f"HTTP {response.status_code}"
+                wait = _retry_after(response)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                reason, wait = _transport_reason(exc, self.settings.timeout), None
+            except (ValueError, MalformedResponse) as exc:  # JSON decode errors are ValueErrors
+                reason, wait = f"malformed response ({exc})", None
+            if attempt >= self.settings.max_retries:
+                self.stats.failures += 1
+                raise RequestFailed(
+                    f"{self._host}: {reason}; gave up after {attempt + 1} "
+                    f"attempt{'s' if attempt else ''}"
+                )
+            delay = self._backoff(attempt, wait)
+            log.debug("retrying after %s in %.2fs", reason, delay)
+            self.stats.retries += 1
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    def _redact(self, text: str) -> str:
+        """Servers sometimes echo the key they rejected; never let it reach a message."""
+        key = self.settings.resolved_api_key()
+        return text.replace(key, "***") if key else text
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
+        ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2**attempt)
+        return ceiling * random.uniform(0.5, 1.0)  # jitter spreads synchronized retries
+
+    def _note_logprobs(self, request: ChatRequest, completion: Completion) -> None:
+        if not request.logprobs:
+            return
+        model = request.model
+        known = self._logprobs_returned.get(model)
+        self._logprobs_returned[model] = bool(known) or completion.has_logprobs
+        if known is None and not completion.has_logprobs:
+            log.warning(
+                "%s returned no logprobs for %s; answers will be read from the text",
+                self._host,
+                model,
+            )
+        returned = completion.model
+        if (
+            returned
+            and not _same_model(model, returned)
+            and f"served:{returned}" not in self._warned
+        ):
+            self._warned.add(f"served:{returned}")
+            log.warning("asked for model '%s' but %s answered as '%s'", model, self._host, returned)
+
+    def _meta(
+        self, request: ChatRequest, completion: Completion, latency: float, attempt: int
+    ) -> dict[str, Any]:
+        return {
+            "requested_model": request.model,
+            "model": completion.model,
+            "system_fingerprint": completion.system_fingerprint,
+            "usage": completion.usage,
+            "latency_s": round(latency, 4),
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+            "endpoint": self._host,
+            "attempts": attempt + 1,
+            "has_logprobs": completion.has_logprobs,
+            "ucsj": __version__,
+        }
+
+    def _warn_alias(self, model: str) -> None:
+        if model in self._warned or _PINNED.search(model):
+            return
+        self._warned.add(model)
+        log.warning(
+            "model '%s' looks like an alias, not a pinned snapshot: its answers may "
+            "change under the same cache key",
+            model,
+        )
+
+
+def _same_model(requested: str, returned: str) -> bool:
+    a, b = requested.lower(), returned.lower()
+    return a == b or b.startswith(a) or a.startswith(b) or a.split("/")[-1] in b
+
+
+def _host_of(url: str) -> str:
+    """host[:port] only: never the scheme's userinfo, which may hold credentials."""
+    parts = urlsplit(url)
+    host = parts.hostname or "endpoint"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _rejects_logprobs(response: httpx.Response) -> bool:
+    return response.status_code in (400, 422) and "logprob" in response.text.lower()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _transport_reason(exc: Exception, timeout: float) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {timeout:g}s"
+    return f"connection error ({type(exc).__name__})"
+
+
+def _error_text(response: httpx.Response, limit: int = 300) -> str:
+    try:
+        body = response.json()
+        message = body.get("error", body) if isinstance(body, dict) else body
+        if isinstance(message, dict):
+            message = message.get("message", message)
+        text = str(message)
+    except ValueError:
+        text = response.text
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _snippet(messages: tuple[tuple[str, str], ...], limit: int = 80) -> str:
+    text = " ".join(messages[0][1].split()) if messages else ""
+    return repr(text if len(text) <= limit else text[:limit] + "…")

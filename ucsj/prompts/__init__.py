@@ -1,0 +1,51 @@
+"""Prompt templates (package data files) and the fencing of judged texts as data."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from string import Template
+
+from ucsj.data import Sample
+from ucsj.tasks import Task
+
+
+@cache
+def template(name: str) -> Template:
+    text = resources.files("ucsj.prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    return Template(text.strip("\n"))
+
+
+def render(name: str, **values: str) -> str:
+    """Fill a template; every placeholder must be given (a typo fails loudly)."""
+    return template(name).substitute(**values)
+
+
+_TAG = re.compile(r"</?\s*(data|source|passage|input|output)\b[^>]*>", re.I)
+
+
+def fence(tag: str, text: str) -> str:
+    """Wrap a judged text in tags; tags inside it are defused so it cannot close the fence."""
+    safe = _TAG.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text.strip())
+    return f"<{tag}>\n{safe}\n</{tag}>"
+
+
+def sample_block(task: Task, sample: Sample) -> str:
+    """The sample as fenced data: source first, then input, then output."""
+    if len(sample.source) == 1:
+        source = fence("source", sample.source[0])
+    else:
+        source = fence(
+            "source",
+            "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(sample.source, start=1)),
+        )
+    parts = [f"{task.source_name}:\n{source}"]
+    if sample.input is not None:
+        parts.append(f"{task.input_name}:\n{fence('input', sample.input)}")
+    parts.append(f"{task.output_name}:\n{fence('output', sample.output)}")
+    return "\n\n".join(parts)
+
+
+def numbered(questions: list[str]) -> str:
+    return "\n".join(f"Q{i}. {q}" for i, q in enumerate(questions, start=1))

@@ -1,0 +1,258 @@
+"""Stage 2: every sample answers every criterion question; the answers form z(x) and s(x).
+
+Granularities (DESIGN.md, "Criterion responses"): `per-concept` (one call per concept, the
+default), `joint` (one call for all questions) and `per-criterion` (one call per question,
+max_tokens 1, P(yes) from top_logprobs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ucsj.answers import numbered_answers, single_answer
+from ucsj.criteria import CriteriaSet, Question
+from ucsj.data import Sample, SampleFile
+from ucsj.io import atomic_writer, dump_json_line
+from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
+from ucsj.llm.client import RequestFailed, UnusableResponse
+from ucsj.prompts import numbered, render, sample_block
+from ucsj.tasks import Task
+
+SCORINGS = ("per-concept", "joint", "per-criterion")
+TOKENS_PER_ANSWER = 8  # "Q12: Yes" plus a newline, with room for a stray word
+PER_CRITERION_TOP_LOGPROBS = 5
+
+
+@dataclass(frozen=True)
+class Call:
+    """One LLM call of a sample: which questions it answers and the request."""
+
+    name: str  # concept id, question id or "all"; keys the raw answers in the scores record
+    questions: tuple[Question, ...]
+    request: ChatRequest
+    single: bool = False  # one question answered by a single token (per-criterion)
+
+
+def plan_calls(
+    task: Task, criteria: CriteriaSet, sample: Sample, scoring: str, model: str
+) -> list[Call]:
+    """The calls that score one sample. Shared prefix first, the question(s) last."""
+    values = {
+        "output_name": task.output_name.lower(),
+        "source_name": task.source_name.lower(),
+        "and_input": f" and the {task.input_name.lower()}" if sample.input else "",
+        "sample": sample_block(task, sample),
+    }
+    system = render("system")
+
+    def request(prompt: str, max_tokens: int, top_logprobs: int = 5) -> ChatRequest:
+        return ChatRequest.chat(
+            model,
+            [("system", system), ("user", prompt)],
+            max_tokens=max_tokens,
+            top_logprobs=top_logprobs,
+        )
+
+    def grouped(name: str, questions: tuple[Question, ...]) -> Call:
+        prompt = render(
+            "score_questions", questions=numbered([q.text for q in questions]), **values
+        )
+        return Call(name, questions, request(prompt, TOKENS_PER_ANSWER * len(questions) + 16))
+
+    if scoring == "per-concept":
+        return [grouped(c.id, c.questions) for c in criteria.concepts]
+    if scoring == "joint":
+        return [grouped("all", tuple(criteria.questions))]
+    if scoring == "per-criterion":
+        return [
+            Call(
+                q.id,
+                (q,),
+                request(
+                    render("score_criterion", question=q.text, **values),
+                    1,
+                    PER_CRITERION_TOP_LOGPROBS,
+                ),
+                single=True,
+            )
+            for q in criteria.questions
+        ]
+    raise ValueError(f"unknown scoring granularity {scoring!r}")
+
+
+def call_values(call: Call, completion: Completion) -> list[float | None]:
+    """Each question's value in [0, 1], oriented so that 1 means good; None when unreadable."""
+    if call.single:
+        raw = [single_answer(completion)]
+    else:
+        raw = numbered_answers(completion, len(call.questions))
+    return [
+        None if v is None else (1.0 - v if q.yes_means == "bad" else v)
+        for q, v in zip(call.questions, raw, strict=True)
+    ]
+
+
+def _complete_enough(call: Call) -> Callable[[Completion], None]:
+    """A response cut off before answering every question is unusable (and not cached)."""
+
+    def check(completion: Completion) -> None:
+        if completion.truncated and not call.single:
+            missing = [i for i, v in enumerate(call_values(call, completion), 1) if v is None]
+            if missing:
+                raise UnusableResponse(
+                    f"cut off at max_tokens={call.request.max_tokens} "
+                    f"before answering Q{missing[0]}"
+                )
+
+    return check
+
+
+def concept_means(criteria: CriteriaSet, z: dict[str, float | None]) -> dict[str, float | None]:
+    """s(x): each concept's mean over its readable questions (None when none is readable)."""
+    s: dict[str, float | None] = {}
+    for concept in criteria.concepts:
+        vals = [z[q.id] for q in concept.questions if z.get(q.id) is not None]
+        s[concept.id] = round(sum(vals) / len(vals), 6) if vals else None  # type: ignore[arg-type]
+    return s
+
+
+@dataclass
+class ScoreSummary:
+    samples: int = 0
+    failed: int = 0
+    unreadable: int = 0
+    values: int = 0
+    langs: dict[str, int] = field(default_factory=dict)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (sample id, reason)
+
+
+async def score_sample(
+    client: LLMClient, task: Task, criteria: CriteriaSet, sample: Sample, scoring: str
+) -> dict[str, Any]:
+    calls = plan_calls(task, criteria, sample, scoring, client.settings.model)
+    results = await asyncio.gather(
+        *(
+            client.complete(c.request, validate=_complete_enough(c), allow_truncated=True)
+            for c in calls
+        ),
+        return_exceptions=True,
+    )
+    z: dict[str, float | None] = {q.id: None for q in criteria.questions}
+    answers: dict[str, str | None] = {}
+    usage = {"calls": len(calls), "prompt_tokens": 0, "completion_tokens": 0}
+    errors = []
+    for call, result in zip(calls, results, strict=True):
+        if isinstance(result, RequestFailed):
+            errors.append(f"{call.name}: {result}")
+            answers[call.name] = None
+            continue
+        if isinstance(result, BaseException):
+            raise result  # a cache miss in replay mode or a bug: stop the run
+        answers[call.name] = result.text
+        for key in ("prompt_tokens", "completion_tokens"):
+            usage[key] += result.usage.get(key, 0)
+        for question, value in zip(call.questions, call_values(call, result), strict=True):
+            z[question.id] = None if value is None else round(value, 6)
+    record: dict[str, Any] = {
+        "id": sample.id,
+        "lang": sample.lang,
+        "label": sample.label,
+        "criteria": criteria.fingerprint,
+        "model": client.settings.model,
+        "scoring": scoring,
+        "z": z,
+        "s": concept_means(criteria, z),
+        "answers": answers,
+        "usage": usage,
+    }
+    if errors:
+        record["error"] = "; ".join(errors)
+    return record
+
+
+async def in_order(
+    items: Iterable[Any], work: Callable[[Any], Awaitable[Any]], window: int
+) -> AsyncIterator[Any]:
+    """Run `work` on up to `window` items at once; yield the results in input order."""
+    pending: deque[asyncio.Task[Any]] = deque()
+    try:
+        for item in items:
+            pending.append(asyncio.ensure_future(work(item)))
+            if len(pending) >= window:
+                yield await pending.popleft()
+        while pending:
+            yield await pending.popleft()
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def score_stream(
+    client: LLMClient, task: Task, criteria: CriteriaSet, samples: Iterable[Sample], scoring: str
+) -> AsyncIterator[dict[str, Any]]:
+    window = max(4, client.settings.concurrency * 2)
+    async for record in in_order(
+        samples, lambda s: score_sample(client, task, criteria, s, scoring), window
+    ):
+        yield record
+
+
+def score_file(
+    data: str | Path,
+    criteria: CriteriaSet,
+    task: Task,
+    output: str | Path,
+    settings: LLMSettings,
+    *,
+    lang: str | None = None,
+    scoring: str = "per-concept",
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> ScoreSummary:
+    """Score every sample of `data` into `output` (JSONL, input order, written atomically).
+
+    The whole file is validated before the first request. Samples whose requests failed are
+    written with an `error` and counted; their successful calls are cached for the rerun.
+    """
+    if scoring not in SCORINGS:
+        raise ValueError(f"unknown scoring granularity {scoring!r}")
+    samples = SampleFile(data, task, lang)
+    samples.validate()
+    summary = ScoreSummary()
+
+    async def run() -> None:
+        async with LLMClient(settings) as client:
+            with atomic_writer(output) as out:
+                async for record in score_stream(client, task, criteria, samples, scoring):
+                    out.write(dump_json_line(record))
+                    _tally(summary, record)
+                    if on_record is not None:
+                        on_record(record)
+
+    asyncio.run(run())
+    return summary
+
+
+def _tally(summary: ScoreSummary, record: dict[str, Any]) -> None:
+    summary.samples += 1
+    summary.langs[record["lang"]] = summary.langs.get(record["lang"], 0) + 1
+    if "error" in record:
+        summary.failed += 1
+        summary.failures.append((record["id"], record["error"]))
+    summary.values += len(record["z"])
+    summary.unreadable += sum(v is None for v in record["z"].values())
+
+
+def failure_message(summary: ScoreSummary) -> str:
+    first_id, first_reason = summary.failures[0]
+    return (
+        f"{summary.failed} of {summary.samples} samples could not be scored (first: "
+        f"'{first_id}': {first_reason}); they are written with an 'error' field. Rerun the "
+        "same command to retry them: answers already received are cached."
+    )

@@ -1,0 +1,90 @@
+"""Tasks: what is judged and which record fields hold it (built-in presets or a TOML file)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ucsj.errors import InputError
+
+PRESETS = ("rag-faithfulness", "summary-faithfulness")
+
+
+@dataclass(frozen=True)
+class TaskFields:
+    """Record field names: what the output must be faithful to, the optional input, the output."""
+
+    source: str
+    output: str
+    input: str | None = None
+    label: str = "label"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    description: str  # what a good output is; feeds criteria generation
+    question: str  # the task's yes/no question asked directly (zero-shot judges)
+    fields: TaskFields
+    source_name: str = "Source"  # how prompts call each part
+    input_name: str = "Input"
+    output_name: str = "Output"
+    guidelines: str = ""  # the annotation guidelines given to human annotators
+
+
+def load_task(spec: str) -> Task:
+    """A preset name or the path of a TOML task file."""
+    if spec in PRESETS:
+        text = resources.files("ucsj.tasks").joinpath(f"{spec}.toml").read_text(encoding="utf-8")
+        return task_from_toml(text, origin=f"preset {spec}")
+    path = Path(spec)
+    if not path.exists():
+        raise InputError(
+            f"unknown task '{spec}': not a preset ({', '.join(PRESETS)}) and no such file"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError("task file is not UTF-8", path=str(path)) from None
+    return task_from_toml(text, origin=str(path))
+
+
+def task_from_toml(text: str, origin: str) -> Task:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"invalid TOML: {exc}", path=origin) from None
+    fields = data.get("fields")
+    if not isinstance(fields, dict):
+        raise InputError("missing [fields] table", path=origin)
+    for key in ("source", "output"):
+        _require_str(fields, key, origin, prefix="fields.")
+    for key in ("name", "description"):
+        _require_str(data, key, origin)
+    names = data.get("names", {})
+    if not isinstance(names, dict):
+        raise InputError("[names] must be a table", path=origin)
+    return Task(
+        name=data["name"],
+        description=data["description"].strip(),
+        question=str(data.get("question") or "Is the output faithful to the source?").strip(),
+        fields=TaskFields(
+            source=fields["source"],
+            output=fields["output"],
+            input=fields.get("input") or None,
+            label=fields.get("label", "label"),
+        ),
+        source_name=names.get("source", "Source"),
+        input_name=names.get("input", "Input"),
+        output_name=names.get("output", "Output"),
+        guidelines=str(data.get("guidelines", "")).strip(),
+    )
+
+
+def _require_str(table: dict[str, Any], key: str, origin: str, prefix: str = "") -> None:
+    value = table.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"'{prefix}{key}' must be a non-empty string", path=origin)
