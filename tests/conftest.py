@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fakeserver import FakeLLMServer
 
+from ucsj.cli import main
 from ucsj.llm import CacheMode, LLMClient, LLMSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,3 +57,12 @@ def run_complete(settings: LLMSettings, *requests, **kwargs):
             return results, client.stats
 
     return asyncio.run(go())
+
+
+def ucsj(*args: str) -> int:
+    """Run the CLI in-process; return its exit code."""
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

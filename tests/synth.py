@@ -17,12 +17,22 @@ CONCEPTS = {
     "Style": "the tone suits the question",
 }
 SIGNAL = {"Attribution", "Consistency"}
-QUESTIONS = {name: [f"Does the answer satisfy {name.lower()} check {i}?" for i in (1, 2, 3)]
-             for name in CONCEPTS}
+QUESTIONS = {
+    name: [f"Does the answer satisfy {name.lower()} check {i}?" for i in (1, 2, 3)]
+    for name in CONCEPTS
+}
 _TEMPLATES = {
     "en": ("The bridge was opened in {y}.", "When was bridge {k} opened?", "It opened in {a}."),
-    "fr": ("Le pont a été ouvert en {y}.", "Quand le pont {k} a-t-il ouvert ?", "Il a ouvert en {a}."),
-    "de": ("Die Brücke wurde {y} eröffnet.", "Wann wurde Brücke {k} eröffnet?", "Sie wurde {a} eröffnet."),
+    "fr": (
+        "Le pont a été ouvert en {y}.",
+        "Quand le pont {k} a-t-il ouvert ?",
+        "Il a ouvert en {a}.",
+    ),
+    "de": (
+        "Die Brücke wurde {y} eröffnet.",
+        "Wann wurde Brücke {k} eröffnet?",
+        "Sie wurde {a} eröffnet.",
+    ),
     "es": ("El puente se abrió en {y}.", "¿Cuándo se abrió el puente {k}?", "Se abrió en {a}."),
 }
 
@@ -43,8 +53,13 @@ def write_dataset(path: Path, lang: str, n: int, with_lang: bool = True) -> dict
             label = int(unit(lang, i, "label") < 0.55)
             said = year if label else year + 7
             text = answer.format(a=said) + f" [{lang}{i}]"
-            record = {"id": f"{lang}-{i:03d}", "context": [source.format(y=year), "Other passage."],
-                      "query": query.format(k=i), "answer": text, "label": label}
+            record = {
+                "id": f"{lang}-{i:03d}",
+                "context": [source.format(y=year), "Other passage."],
+                "query": query.format(k=i),
+                "answer": text,
+                "label": label,
+            }
             if with_lang:
                 record["lang"] = lang
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -61,8 +76,9 @@ class ScriptedJudge:
     def __call__(self, body: dict) -> Reply:
         prompt = body["messages"][-1]["content"]
         if "evaluation concepts" in prompt and "Evaluation concepts:" not in prompt:
-            return Reply(text="\n".join(f"{i}. {n}: {d}" for i, (n, d) in
-                                        enumerate(CONCEPTS.items(), 1)))
+            return Reply(
+                text="\n".join(f"{i}. {n}: {d}" for i, (n, d) in enumerate(CONCEPTS.items(), 1))
+            )
         if "Evaluation concept:" in prompt:
             name = re.search(r"Evaluation concept: (\w+)", prompt).group(1)
             return Reply(text="\n".join(f"{i}. {q}" for i, q in enumerate(QUESTIONS[name], 1)))
@@ -78,8 +94,10 @@ class ScriptedJudge:
         probs = [self._p_yes(q, output, label) for q in questions]
         if body["max_tokens"] == 1:
             p = probs[0]
-            return Reply(tokens=[(" Yes" if p >= 0.5 else " No", {" Yes": p, " No": 1 - p})],
-                         finish_reason="length")
+            return Reply(
+                tokens=[(" Yes" if p >= 0.5 else " No", {" Yes": p, " No": 1 - p})],
+                finish_reason="length",
+            )
         return answer_lines(probs)
 
     @staticmethod

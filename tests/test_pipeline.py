@@ -7,21 +7,13 @@ import random
 from dataclasses import replace
 
 import pytest
+from conftest import ucsj
 from fakeserver import FakeLLMServer
 from synth import ScriptedJudge, write_dataset
 
-from ucsj.cli import main
 from ucsj.criteria import load_criteria
 from ucsj.metrics import balanced_accuracy
 from ucsj.transfer import fit_judge, predict_records, read_scores
-
-
-def ucsj(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +32,46 @@ def workspace(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scored(workspace):
     root, server = workspace
-    common = ["--base-url", server.base_url, "--cache-dir", str(root / "cache"),
-              "--model", "judge-2025-01-01", "--concurrency", "8"]
-    assert ucsj("gen", "--task", "rag-faithfulness", "-o", str(root / "criteria.json"),
-                *common) == 0
+    common = [
+        "--base-url",
+        server.base_url,
+        "--cache-dir",
+        str(root / "cache"),
+        "--model",
+        "judge-2025-01-01",
+        "--concurrency",
+        "8",
+    ]
+    assert (
+        ucsj("gen", "--task", "rag-faithfulness", "-o", str(root / "criteria.json"), *common) == 0
+    )
     for lang in ("en", "de"):
-        assert ucsj("score", str(root / f"{lang}.jsonl"), "--criteria",
-                    str(root / "criteria.json"), "-o", str(root / f"{lang}.scores.jsonl"),
-                    *common) == 0
-    assert ucsj("score", str(root / "fr.jsonl"), "--criteria", str(root / "criteria.json"),
-                "--lang", "fr", "-o", str(root / "fr.scores.jsonl"), *common) == 0
+        assert (
+            ucsj(
+                "score",
+                str(root / f"{lang}.jsonl"),
+                "--criteria",
+                str(root / "criteria.json"),
+                "-o",
+                str(root / f"{lang}.scores.jsonl"),
+                *common,
+            )
+            == 0
+        )
+    assert (
+        ucsj(
+            "score",
+            str(root / "fr.jsonl"),
+            "--criteria",
+            str(root / "criteria.json"),
+            "--lang",
+            "fr",
+            "-o",
+            str(root / "fr.scores.jsonl"),
+            *common,
+        )
+        == 0
+    )
     return root, server, common
 
 
@@ -82,10 +104,21 @@ def test_rerun_sends_nothing_and_is_byte_identical(scored):
     before = server.count
     criteria_bytes = (root / "criteria.json").read_bytes()
     scores_bytes = (root / "de.scores.jsonl").read_bytes()
-    assert ucsj("gen", "--task", "rag-faithfulness", "-o", str(root / "criteria.json"),
-                *common) == 0
-    assert ucsj("score", str(root / "de.jsonl"), "--criteria", str(root / "criteria.json"),
-                "-o", str(root / "de.scores.jsonl"), *common) == 0
+    assert (
+        ucsj("gen", "--task", "rag-faithfulness", "-o", str(root / "criteria.json"), *common) == 0
+    )
+    assert (
+        ucsj(
+            "score",
+            str(root / "de.jsonl"),
+            "--criteria",
+            str(root / "criteria.json"),
+            "-o",
+            str(root / "de.scores.jsonl"),
+            *common,
+        )
+        == 0
+    )
     assert server.count == before
     assert (root / "criteria.json").read_bytes() == criteria_bytes
     assert (root / "de.scores.jsonl").read_bytes() == scores_bytes
@@ -93,14 +126,43 @@ def test_rerun_sends_nothing_and_is_byte_identical(scored):
 
 def test_english_judge_transfers_to_other_languages(scored, capsys):
     root, _, _ = scored
-    assert ucsj("fit", "--train", str(root / "en.scores.jsonl"), "--criteria",
-                str(root / "criteria.json"), "-o", str(root / "judge.joblib")) == 0
+    assert (
+        ucsj(
+            "fit",
+            "--train",
+            str(root / "en.scores.jsonl"),
+            "--criteria",
+            str(root / "criteria.json"),
+            "-o",
+            str(root / "judge.joblib"),
+        )
+        == 0
+    )
     assert "chosen" in capsys.readouterr().out
     for lang in ("fr", "de"):
-        assert ucsj("predict", str(root / f"{lang}.scores.jsonl"), "--judge",
-                    str(root / "judge.joblib"), "-o", str(root / f"{lang}.preds.jsonl")) == 0
-    assert ucsj("report", str(root / "fr.preds.jsonl"), str(root / "de.preds.jsonl"),
-                "--json", str(root / "report.json"), "--gate", "ba>=0.9") == 0
+        assert (
+            ucsj(
+                "predict",
+                str(root / f"{lang}.scores.jsonl"),
+                "--judge",
+                str(root / "judge.joblib"),
+                "-o",
+                str(root / f"{lang}.preds.jsonl"),
+            )
+            == 0
+        )
+    assert (
+        ucsj(
+            "report",
+            str(root / "fr.preds.jsonl"),
+            str(root / "de.preds.jsonl"),
+            "--json",
+            str(root / "report.json"),
+            "--gate",
+            "ba>=0.9",
+        )
+        == 0
+    )
     report = json.loads((root / "report.json").read_text())
     (method,) = report["methods"]
     for lang in ("fr", "de"):
@@ -113,10 +175,24 @@ def test_fit_and_predict_are_byte_identical(scored):
     outputs = []
     for run in (1, 2):
         judge, preds = root / f"judge{run}.joblib", root / f"preds{run}.jsonl"
-        assert ucsj("fit", "--train", str(root / "en.scores.jsonl"), "--criteria",
-                    str(root / "criteria.json"), "--module", "mlp", "-o", str(judge)) == 0
-        assert ucsj("predict", str(root / "fr.scores.jsonl"), "--judge", str(judge), "-o",
-                    str(preds)) == 0
+        assert (
+            ucsj(
+                "fit",
+                "--train",
+                str(root / "en.scores.jsonl"),
+                "--criteria",
+                str(root / "criteria.json"),
+                "--module",
+                "mlp",
+                "-o",
+                str(judge),
+            )
+            == 0
+        )
+        assert (
+            ucsj("predict", str(root / "fr.scores.jsonl"), "--judge", str(judge), "-o", str(preds))
+            == 0
+        )
         outputs.append((judge.read_bytes(), preds.read_bytes()))
     assert outputs[0] == outputs[1]
 
@@ -144,7 +220,7 @@ def test_shuffled_training_labels_give_chance(scored):
     for _ in range(30):
         labels = [r.label for r in train]
         rng.shuffle(labels)
-        scores.append(target_ba([replace(r, label=y) for r, y in zip(train, labels)]))
+        scores.append(target_ba([replace(r, label=y) for r, y in zip(train, labels, strict=False)]))
     assert abs(sum(scores) / len(scores) - 0.5) <= 0.1
 
 
@@ -154,16 +230,31 @@ def test_predict_refuses_scores_from_other_criteria(scored, capsys):
     rows[3]["criteria"] = "sha256:" + "0" * 64
     other = root / "other.scores.jsonl"
     other.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert ucsj("predict", str(other), "--judge", str(root / "judge.joblib"), "-o",
-                str(root / "never.jsonl")) == 2
+    assert (
+        ucsj(
+            "predict",
+            str(other),
+            "--judge",
+            str(root / "judge.joblib"),
+            "-o",
+            str(root / "never.jsonl"),
+        )
+        == 2
+    )
     assert "fr-003" in capsys.readouterr().err
     assert not (root / "never.jsonl").exists()
 
 
 def test_failed_gate_exits_1_with_one_line(scored, capsys):
     root, _, _ = scored
-    code = ucsj("report", str(root / "fr.preds.jsonl"), "--gate", "pass_rate[fr]>=0.9",
-                "--junit", str(root / "junit.xml"))
+    code = ucsj(
+        "report",
+        str(root / "fr.preds.jsonl"),
+        "--gate",
+        "pass_rate[fr]>=0.9",
+        "--junit",
+        str(root / "junit.xml"),
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "gate FAILED: pass_rate[fr]>=0.9 for ucs-" in err
@@ -172,10 +263,22 @@ def test_failed_gate_exits_1_with_one_line(scored, capsys):
 
 @pytest.mark.parametrize("scoring", ["joint", "per-criterion"])
 def test_other_granularities(scored, scoring):
-    root, server, common = scored
+    root, _server, common = scored
     out = root / f"en.{scoring}.jsonl"
-    assert ucsj("score", str(root / "en.jsonl"), "--criteria", str(root / "criteria.json"),
-                "--scoring", scoring, "-o", str(out), *common) == 0
+    assert (
+        ucsj(
+            "score",
+            str(root / "en.jsonl"),
+            "--criteria",
+            str(root / "criteria.json"),
+            "--scoring",
+            scoring,
+            "-o",
+            str(out),
+            *common,
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     calls = {"joint": 1, "per-criterion": 12}[scoring]
     assert all(r["usage"]["calls"] == calls and r["scoring"] == scoring for r in rows)

@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import sys
 import tempfile
@@ -17,6 +18,7 @@ import click
 from rich.table import Table
 
 from ucsj import __version__, console
+from ucsj.convert import MFACE_RULES, ConvertSummary, memerag_samples, mface_samples, write_samples
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.data import SampleFile
 from ucsj.errors import EXIT_BACKEND, EXIT_INPUT, BackendError, GateFailed, InputError, UcsjError
@@ -532,6 +534,61 @@ def print_report(result: Report) -> None:
 
 def _fmt(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.3f}"
+
+
+# -- benchmark converters ---------------------------------------------------------------------
+
+
+@cli.group(context_settings=CONTEXT)
+def convert() -> None:
+    """Convert benchmark files to ucsj's sample JSONL."""
+
+
+@convert.command("memerag")
+@click.argument("raw", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--lang", default=None, help="Language code. [default: from the file name]")
+@output_option
+def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> None:
+    """MEMERAG (en.jsonl, fr.jsonl, ...): one sample per answer sentence with its query and the
+    5 passages; "Challenging to determine" dropped; Supported = 1.
+
+    Example: ucsj convert memerag memerag/fr.jsonl -o fr.jsonl
+    """
+    samples = itertools.chain.from_iterable(memerag_samples(p, lang) for p in raw)
+    _report_conversion(write_samples(samples, output), output)
+
+
+@convert.command("mface")
+@click.argument("raw", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--rule",
+    type=click.Choice(MFACE_RULES),
+    default="avg",
+    show_default=True,
+    help="Which q2 (attribution) column decides the label: over raters' answers.",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="label = 1 when q2_<rule> >= threshold (avg 0.5: a majority said yes).",
+)
+@click.option("--lang", default=None, help="Override the language of every row.")
+@output_option
+def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, output: Path) -> None:
+    """mFACE spreadsheet (saved as CSV): article and summary, label from the q2 ratings.
+
+    Example: ucsj convert mface mface.csv --rule min --threshold 1 -o mface.jsonl
+    """
+    _report_conversion(write_samples(mface_samples(raw, rule, threshold, lang), output), output)
+
+
+def _report_conversion(summary: ConvertSummary, output: Path) -> None:
+    console.info(
+        f"wrote {summary.written} samples to {output} (pass: {summary.labels[1]}, "
+        f"fail: {summary.labels[0]}; dropped {summary.dropped} without a label)"
+    )
 
 
 # -- cache ------------------------------------------------------------------------------------
