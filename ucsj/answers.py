@@ -144,6 +144,8 @@ def numbered_answers(completion: Completion, count: int) -> list[float | None]:
         return [single_answer(completion)]
     if not spans:
         spans = _unnumbered(completion.text, count)
+    elif 1 not in spans:
+        spans = {**spans, **_leading_answer(completion.text)}
     token_at = _token_offsets(completion) if completion.tokens else {}
     values: list[float | None] = []
     for number in range(1, count + 1):
@@ -172,6 +174,16 @@ def _unnumbered(text: str, count: int) -> dict[int, AnswerSpan]:
             spans.append(AnswerSpan(len(spans) + 1, value, offset + line.find(word)))
         offset += len(line)
     return {s.number: s for s in spans} if len(spans) == count else {}
+
+
+def _leading_answer(text: str) -> dict[int, AnswerSpan]:
+    """A bare "No" before the first numbered line answers Q1 (the model continued "Q1:")."""
+    first = next((line for line in text.splitlines(keepends=True) if line.strip()), "")
+    word = first_word(first)
+    value = yes_no(word) if first.strip(_STRIP).casefold() == word.casefold() else None
+    if value is None:
+        return {}
+    return {1: AnswerSpan(1, value, text.find(first) + first.find(word))}
 
 
 def _token_offsets(completion: Completion) -> dict[int, TokenLogprob]:
