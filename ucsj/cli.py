@@ -36,8 +36,8 @@ from ucsj.report import (
     write_json_report,
     write_junit,
 )
-from ucsj.scoring import SCORINGS, failure_message, score_file
-from ucsj.tasks import load_task
+from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
+from ucsj.tasks import Task, load_task
 from ucsj.transfer import (
     FEATURE_KINDS,
     MODULES,
@@ -257,11 +257,7 @@ def score(
     """
     criteria = load_criteria(criteria_path)
     task = load_task(task_spec or criteria.task)
-    total = SampleFile(data, task, lang).validate().count
-    with console.progress("scoring", total) as advance:
-        summary = score_file(
-            data, criteria, task, output, settings, lang=lang, scoring=scoring, on_record=advance
-        )
+    summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
     langs = ", ".join(f"{k}: {v}" for k, v in summary.langs.items())
     console.info(
         f"scored {summary.samples} samples ({langs}) into {output}; "
@@ -272,6 +268,22 @@ def score(
 
 
 # -- stage 3 and the report -------------------------------------------------------------------
+
+
+def _score_with_progress(
+    data: Path,
+    criteria: CriteriaSet,
+    task: Task,
+    output: Path,
+    settings: LLMSettings,
+    lang: str | None,
+    scoring: str,
+) -> ScoreSummary:
+    total = SampleFile(data, task, lang).validate().count
+    with console.progress("scoring", total) as advance:
+        return score_file(
+            data, criteria, task, output, settings, lang=lang, scoring=scoring, on_record=advance
+        )
 
 
 def _scores_or_score(
@@ -302,18 +314,7 @@ def _scores_or_score(
     task = load_task(task_spec or criteria.task)
     with tempfile.TemporaryDirectory() as tmp:
         scored = Path(tmp) / "scores.jsonl"
-        total = SampleFile(path, task, lang).validate().count
-        with console.progress("scoring", total) as advance:
-            summary = score_file(
-                path,
-                criteria,
-                task,
-                scored,
-                settings,
-                lang=lang,
-                scoring=scoring,
-                on_record=advance,
-            )
+        summary = _score_with_progress(path, criteria, task, scored, settings, lang, scoring)
         if summary.failed:
             raise BackendError(failure_message(summary))
         return read_scores(scored), criteria
