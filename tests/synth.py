@@ -75,14 +75,15 @@ class ScriptedJudge:
 
     def __call__(self, body: dict) -> Reply:
         prompt = body["messages"][-1]["content"]
-        if "evaluation concepts" in prompt and "Evaluation concepts:" not in prompt:
+        ending = prompt.rstrip().rsplit("\n", 1)[-1]
+        if ending == "Concepts:":
             return Reply(
                 text="\n".join(f"{i}. {n}: {d}" for i, (n, d) in enumerate(CONCEPTS.items(), 1))
             )
-        if "Evaluation concept:" in prompt:
-            name = re.search(r"Evaluation concept: (\w+)", prompt).group(1)
+        if ending == "Questions:":
+            name = re.search(r"^Concept: (\w+)", prompt, re.M).group(1)
             return Reply(text="\n".join(f"{i}. {q}" for i, q in enumerate(QUESTIONS[name], 1)))
-        if "Evaluation concepts:" in prompt:
+        if ending == "Checklist:":
             lines = []
             for name in CONCEPTS:
                 lines.append(f"Concept: {name}")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False)
+out = Console(highlight=False, soft_wrap=True)
 _quiet = False
 
 

@@ -96,6 +96,23 @@ def parse_joint_questions(
     return {name: parse_questions(lines, limit) for name, lines in groups.items()}
 
 
+def _distinct_questions(
+    concepts: list[tuple[str, str]], grouped: dict[str, list[str]]
+) -> list[tuple[str, str, list[str]]]:
+    """Drop a question already asked under an earlier concept (small models repeat them)."""
+    seen: set[str] = set()
+    out = []
+    for name, description in concepts:
+        fresh = []
+        for question in grouped.get(name, []):
+            key = re.sub(r"\W+", " ", question.casefold()).strip()
+            if key not in seen:
+                seen.add(key)
+                fresh.append(question)
+        out.append((name, description, fresh))
+    return out
+
+
 def _match_name(text: str, names: list[str]) -> str | None:
     text = text.strip(" :.").casefold()
     for name in names:
@@ -194,7 +211,9 @@ async def generate_async(
         )
         grouped = parse_joint_questions(reply, [name for name, _ in concepts], n_questions)
     kept = [
-        (name, description, grouped[name]) for name, description in concepts if grouped.get(name)
+        (name, description, questions)
+        for name, description, questions in _distinct_questions(concepts, grouped)
+        if questions
     ]
     if not kept:
         raise BackendError("the model wrote no usable yes/no question for any concept")

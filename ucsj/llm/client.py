@@ -31,11 +31,15 @@ from ucsj.llm.response import Completion, MalformedResponse, parse_completion
 log = logging.getLogger("ucsj")
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
-DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_MODEL = "smollm2-135m-instruct-q4_1"  # the alias `ucsj serve` gives the built-in model
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 120.0
-# A dated or versioned snapshot ends in a date or a version number: gpt-4o-2024-08-06, qwen3:32b.
-_PINNED = re.compile(r"(\d{4}-?\d{2}-?\d{2}|\d{4}|[-:@/]v?\d[\w.]*)$|\.gguf$", re.I)
+# Hosted model families move their plain names to new snapshots; a date pins them. Open-weight
+# names (Qwen/Qwen3-32B, a .gguf alias) name fixed checkpoints.
+_HOSTED = re.compile(
+    r"^(gpt-|chatgpt|o\d|claude|gemini|mistral-(large|medium|small)|command)", re.I
+)
+_DATED = re.compile(r"\d{4}-?\d{2}-?\d{2}|-\d{4}$|-\d{3}$|@\d{8}")
 
 
 class UnusableResponse(ValueError):
@@ -314,7 +318,7 @@ class LLMClient:
         }
 
     def _warn_alias(self, model: str) -> None:
-        if model in self._warned or _PINNED.search(model):
+        if model in self._warned or not is_alias(model):
             return
         self._warned.add(model)
         log.warning(
@@ -322,6 +326,12 @@ class LLMClient:
             "change under the same cache key",
             model,
         )
+
+
+def is_alias(model: str) -> bool:
+    """True for names that a provider re-points to newer snapshots (gpt-4o, *-latest)."""
+    name = model.split("/")[-1]
+    return name.lower().endswith("latest") or bool(_HOSTED.match(name) and not _DATED.search(name))
 
 
 def _same_model(requested: str, returned: str) -> bool:
