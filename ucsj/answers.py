@@ -202,3 +202,91 @@ def _sole_verdict(text: str) -> int | None:
     words = {yes_no(w) for w in re.findall(r"\w+", text)}
     words.discard(None)
     return words.pop() if len(words) == 1 else None
+
+
+# -- final verdicts (baseline judges) ---------------------------------------------------------
+
+_FAIL_PHRASES = (
+    "not supported",
+    "unsupported",
+    "not faithful",
+    "unfaithful",
+    "not attributable",
+    "fail",
+    "incorrect",
+    "hallucinated",
+)
+_VERDICT_WORDS = {
+    "supported": 1,
+    "faithful": 1,
+    "pass": 1,
+    "passes": 1,
+    "correct": 1,
+    "attributable": 1,
+    "grounded": 1,
+    "consistent": 1,
+    "inconsistent": 0,
+}
+_LABELLED = re.compile(
+    r"(?:final\s+)?(?:verdict|answer|judg(?:e)?ment|decision|label)\s*[:=\-–]\s*"
+    r"(.+)$",
+    re.I,
+)
+
+
+def verdict_of(phrase: str) -> int | None:
+    """1/0 for a verdict phrase ("Yes", "**Not supported**", "FAIL."), None otherwise."""
+    text = " ".join(re.sub(r"[*_`\"'“”.,;:!()\[\]]", " ", phrase).casefold().split())
+    if not text:
+        return None
+    for negative in _FAIL_PHRASES:
+        if text.startswith(negative):
+            return 0
+    word = text.split()[0]
+    if word in _VERDICT_WORDS:
+        return _VERDICT_WORDS[word]
+    return yes_no(word)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pred: int | None  # 1 pass, 0 fail, None when no verdict could be read
+    prob: float | None  # P(pass) from the verdict token's logprobs when available
+    start: int  # offset of the verdict phrase in the text, -1 when none
+
+
+def final_verdict(completion: Completion) -> Verdict:
+    """The verdict on the last line that states one ("Verdict: Yes" preferred)."""
+    text = completion.text
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    candidates: list[tuple[int, str]] = []
+    for start, line in zip(offsets, lines, strict=False):
+        stripped = line.strip()
+        labelled = _LABELLED.search(stripped)
+        if labelled:
+            candidates.append((start + line.find(labelled.group(1)), labelled.group(1)))
+    if not candidates:  # no labelled line: the last non-empty line, if it is a bare verdict
+        for start, line in reversed(list(zip(offsets, lines, strict=False))):
+            if line.strip():
+                candidates.append((start + len(line) - len(line.lstrip()), line.strip()))
+                break
+    for start, phrase in reversed(candidates):
+        pred = verdict_of(phrase)
+        if pred is not None:
+            return Verdict(pred, _verdict_prob(completion, start, pred), start)
+    return Verdict(None, None, -1)
+
+
+def _verdict_prob(completion: Completion, start: int, pred: int) -> float | None:
+    if not completion.tokens:
+        return None
+    token = _token_offsets(completion).get(start + _lead(completion.text[start:]))
+    p = p_yes_from_token(token) if token is not None else None
+    return p if p is not None else None
+
+
+def _lead(text: str) -> int:
+    return len(text) - len(text.lstrip(_STRIP))

@@ -11,8 +11,11 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+# Piped output gets 120 columns rather than rich's 80, so report tables stay on one line a row.
+err = Console(
+    stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 120
+)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
 _quiet = False
 
 

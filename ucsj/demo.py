@@ -24,6 +24,12 @@ from ucsj.transfer import fit_judge, predict_records, read_scores, save_judge
 
 DEMO_LANGS = ("en", "fr", "de", "es", "hi")
 TRAIN_LANG = "en"
+DEMO_CONCEPTS = 4  # smaller than the gen defaults so that a CPU records the demo in minutes
+DEMO_QUESTIONS = 4
+# One call per question with max_tokens 1: on llama-cpp-python, logprobs cost ~0.2 s per
+# generated token, so this is several times faster than per-concept there, and every answer
+# of a small model has a readable P(yes).
+DEMO_SCORING = "per-criterion"
 RECORDINGS = "responses.jsonl"
 UNREACHABLE = "http://127.0.0.1:9/v1"  # replay never connects; this makes sure of it
 
@@ -62,13 +68,20 @@ def run_demo(
             cache.import_file(recordings)
     task = load_task("rag-faithfulness")
     step(f"gen: criteria for {task.name} by {settings.model}")
-    criteria = generate_criteria(task, settings)
+    criteria = generate_criteria(
+        task, settings, n_concepts=DEMO_CONCEPTS, n_questions=DEMO_QUESTIONS
+    )
     criteria.save(workdir / "criteria.json")
     step(f"     {len(criteria.concepts)} concepts, {len(criteria.questions)} questions")
     for lang in DEMO_LANGS:
         step(f"score: {lang}")
         summary = score_file(
-            fixtures / f"{lang}.jsonl", criteria, task, workdir / f"{lang}.scores.jsonl", settings
+            fixtures / f"{lang}.jsonl",
+            criteria,
+            task,
+            workdir / f"{lang}.scores.jsonl",
+            settings,
+            scoring=DEMO_SCORING,
         )
         if summary.failed:
             from ucsj.errors import BackendError

@@ -19,11 +19,15 @@ from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
 from ucsj.io import atomic_writer, dump_json_line
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
-from ucsj.llm.client import RequestFailed, UnusableResponse
+from ucsj.llm.client import RequestFailed
 from ucsj.prompts import numbered, render, sample_block
 from ucsj.tasks import Task
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
+# A scoring response cut off at max_tokens is still the model's deterministic answer to the
+# request as sent (max_tokens is in the cache key): the questions it answered before the cut
+# count, the rest are unreadable (null, counted). So it is accepted and cached; re-asking would
+# only get the same cut-off answer again.
 TOKENS_PER_ANSWER = 8  # "Q12: Yes" plus a newline, with room for a stray word
 PER_CRITERION_TOP_LOGPROBS = 5
 
@@ -97,21 +101,6 @@ def call_values(call: Call, completion: Completion) -> list[float | None]:
     ]
 
 
-def _complete_enough(call: Call) -> Callable[[Completion], None]:
-    """A response cut off before answering every question is unusable (and not cached)."""
-
-    def check(completion: Completion) -> None:
-        if completion.truncated and not call.single:
-            missing = [i for i, v in enumerate(call_values(call, completion), 1) if v is None]
-            if missing:
-                raise UnusableResponse(
-                    f"cut off at max_tokens={call.request.max_tokens} "
-                    f"before answering Q{missing[0]}"
-                )
-
-    return check
-
-
 def concept_means(criteria: CriteriaSet, z: dict[str, float | None]) -> dict[str, float | None]:
     """s(x): each concept's mean over its readable questions (None when none is readable)."""
     s: dict[str, float | None] = {}
@@ -136,10 +125,7 @@ async def score_sample(
 ) -> dict[str, Any]:
     calls = plan_calls(task, criteria, sample, scoring, client.settings.model)
     results = await asyncio.gather(
-        *(
-            client.complete(c.request, validate=_complete_enough(c), allow_truncated=True)
-            for c in calls
-        ),
+        *(client.complete(c.request, allow_truncated=True) for c in calls),
         return_exceptions=True,
     )
     z: dict[str, float | None] = {q.id: None for q in criteria.questions}

@@ -5,13 +5,14 @@ The six transfer modules and their hyperparameters follow the UCS paper, appendi
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import ClassifierMixin, clone
+from sklearn.base import ClassifierMixin
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
@@ -150,10 +151,19 @@ def choose_module(x: np.ndarray, y: np.ndarray) -> ModuleChoice:
     )
     table = {}
     for name, make in MODULES.items():
-        model = make().fit(x_train, y_train)
+        model = _fit(make(), x_train, y_train)
         table[name] = balanced_accuracy(y_val, model.predict(x_val))
     best = max(table, key=lambda n: table[n])  # first listed wins a tie
     return ModuleChoice(best, table)
+
+
+def _fit(estimator: ClassifierMixin, x: np.ndarray, y: np.ndarray) -> ClassifierMixin:
+    """Fit, silencing scikit-learn 1.9's deprecation notice for SVC(probability=True): the
+    paper's SVM uses probability estimates, and the notice is about sklearn's API, not the data.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*probability.*", category=FutureWarning)
+        return estimator.fit(x, y)
 
 
 def fit_judge(
@@ -186,7 +196,7 @@ def fit_judge(
         choice = choose_module(x, y)
     elif module not in MODULES:
         raise InputError(f"--module must be auto or one of {', '.join(MODULES)}")
-    estimator = clone(MODULES[choice.module]()).fit(x, y)
+    estimator = _fit(MODULES[choice.module](), x, y)
     first = labelled[0]
     langs = sorted({r.lang for r in labelled})
     return {

