@@ -20,7 +20,7 @@ from ucsj.data import Sample, SampleFile
 from ucsj.io import atomic_writer, dump_json_line
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
-from ucsj.prompts import numbered, render, sample_block
+from ucsj.prompts import numbered, render, sample_values
 from ucsj.tasks import Task
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
@@ -46,12 +46,7 @@ def plan_calls(
     task: Task, criteria: CriteriaSet, sample: Sample, scoring: str, model: str
 ) -> list[Call]:
     """The calls that score one sample. Shared prefix first, the question(s) last."""
-    values = {
-        "output_name": task.output_name.lower(),
-        "source_name": task.source_name.lower(),
-        "and_input": f" and the {task.input_name.lower()}" if sample.input else "",
-        "sample": sample_block(task, sample),
-    }
+    values = sample_values(task, sample)
     system = render("system")
 
     def request(prompt: str, max_tokens: int, top_logprobs: int = 5) -> ChatRequest:
@@ -78,7 +73,7 @@ def plan_calls(
                 q.id,
                 (q,),
                 request(
-                    render("score_criterion", question=q.text, **values),
+                    render("score_criterion", **{**values, "question": q.text}),
                     1,
                     PER_CRITERION_TOP_LOGPROBS,
                 ),

@@ -49,3 +49,16 @@ def sample_block(task: Task, sample: Sample) -> str:
 
 def numbered(questions: list[str]) -> str:
     return "\n".join(f"Q{i}. {q}" for i, q in enumerate(questions, start=1))
+
+
+def sample_values(task: Task, sample: Sample) -> dict[str, str]:
+    """Template values every judging prompt shares: the fenced sample and the parts' names."""
+    return {
+        "output_name": task.output_name.lower(),
+        "source_name": task.source_name.lower(),
+        "input_name": task.input_name.lower(),
+        "and_input": f" and the {task.input_name.lower()}" if sample.input else "",
+        "sample": sample_block(task, sample),
+        "question": task.question,
+        "description": task.description,
+    }

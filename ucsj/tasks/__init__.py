@@ -33,6 +33,7 @@ class Task:
     input_name: str = "Input"
     output_name: str = "Output"
     guidelines: str = ""  # the annotation guidelines given to human annotators
+    checkeval: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CheckEval: aspect -> questions
 
 
 def load_task(spec: str) -> Task:
@@ -81,7 +82,25 @@ def task_from_toml(text: str, origin: str) -> Task:
         input_name=names.get("input", "Input"),
         output_name=names.get("output", "Output"),
         guidelines=str(data.get("guidelines", "")).strip(),
+        checkeval=_checkeval(data.get("checkeval", {}), origin),
     )
+
+
+def _checkeval(table: Any, origin: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(table, dict):
+        raise InputError("[checkeval] must map aspect names to lists of questions", path=origin)
+    aspects = []
+    for aspect, questions in table.items():
+        if (
+            not isinstance(questions, list)
+            or not questions
+            or not all(isinstance(q, str) and q.strip() for q in questions)
+        ):
+            raise InputError(
+                f"[checkeval] '{aspect}' must be a non-empty list of questions", path=origin
+            )
+        aspects.append((aspect, tuple(q.strip() for q in questions)))
+    return tuple(aspects)
 
 
 def _require_str(table: dict[str, Any], key: str, origin: str, prefix: str = "") -> None:
