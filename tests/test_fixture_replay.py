@@ -29,7 +29,7 @@ def test_chain_replays_from_fixtures(tmp_path):
             )
             == 0
         )
-    judge = str(tmp_path / "judge.joblib")
+    judge = str(tmp_path / "judge.skops")
     assert (
         ucsj(
             "fit", "--train", str(tmp_path / "en.scores.jsonl"), "--criteria", criteria, "-o", judge

@@ -212,17 +212,51 @@ def test_unknown_task_and_bad_gate(tmp_path, capsys):
 
 
 def test_judge_file_that_is_not_a_judge(tmp_path, capsys):
-    (tmp_path / "judge.joblib").write_bytes(b"not a pickle")
+    (tmp_path / "judge.skops").write_bytes(b"not a pickle")
     (tmp_path / "s.jsonl").write_text("{}\n")
     assert (
         ucsj(
             "predict",
             str(tmp_path / "s.jsonl"),
             "--judge",
-            str(tmp_path / "judge.joblib"),
+            str(tmp_path / "judge.skops"),
             "-o",
             str(tmp_path / "p.jsonl"),
         )
         == 2
     )
     assert "not a judge file" in capsys.readouterr().err
+
+
+def test_crafted_judge_files_are_refused_without_running_code(tmp_path, capsys):
+    """A pickle, or a skops archive holding a function, is refused before anything runs."""
+    import joblib
+    import skops.io
+
+    marker = tmp_path / "ran"
+    (tmp_path / "s.jsonl").write_text("{}\n")
+
+    class Exploit:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    joblib.dump({"format": "ucsj.judge/1", "estimator": Exploit()}, tmp_path / "pickle.joblib")
+    (tmp_path / "fn.skops").write_bytes(
+        skops.io.dumps({"format": "ucsj.judge/1", "estimator": print, "meta": {}})
+    )
+    for name, what in (("pickle.joblib", "pickles are refused"), ("fn.skops", "builtins.print")):
+        assert (
+            ucsj(
+                "predict",
+                str(tmp_path / "s.jsonl"),
+                "--judge",
+                str(tmp_path / name),
+                "-o",
+                str(tmp_path / "p.jsonl"),
+            )
+            == 2
+        )
+        err = capsys.readouterr().err
+        assert what in err, err
+    assert not marker.exists(), "loading must not execute anything"
+    assert not (tmp_path / "p.jsonl").exists()

@@ -134,7 +134,7 @@ def test_english_judge_transfers_to_other_languages(scored, capsys):
             "--criteria",
             str(root / "criteria.json"),
             "-o",
-            str(root / "judge.joblib"),
+            str(root / "judge.skops"),
         )
         == 0
     )
@@ -145,7 +145,7 @@ def test_english_judge_transfers_to_other_languages(scored, capsys):
                 "predict",
                 str(root / f"{lang}.scores.jsonl"),
                 "--judge",
-                str(root / "judge.joblib"),
+                str(root / "judge.skops"),
                 "-o",
                 str(root / f"{lang}.preds.jsonl"),
             )
@@ -235,7 +235,7 @@ def test_predict_refuses_scores_from_other_criteria(scored, capsys):
             "predict",
             str(other),
             "--judge",
-            str(root / "judge.joblib"),
+            str(root / "judge.skops"),
             "-o",
             str(root / "never.jsonl"),
         )

@@ -382,7 +382,7 @@ def fit(
 ) -> None:
     """Stage 3: train the transfer module on labelled (English) scores.
 
-    Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.joblib
+    Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
@@ -409,7 +409,7 @@ def fit(
     "judge_path",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="judge.joblib from fit.",
+    help="judge.skops from fit.",
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
 @click.option("--lang", default=None, help="Language of records that carry none.")
@@ -425,7 +425,7 @@ def predict(
 ) -> None:
     """Apply a judge to scores, or to a data file (scored first with the judge's criteria).
 
-    Example: ucsj predict fr.scores.jsonl --judge judge.joblib -o fr.preds.jsonl
+    Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
     judge = load_judge(judge_path)
     meta = judge["meta"]

@@ -90,7 +90,7 @@ def run_demo(
             raise BackendError(failure_message(summary))
     step(f"fit: transfer module on {TRAIN_LANG} labels")
     judge = fit_judge(read_scores(workdir / f"{TRAIN_LANG}.scores.jsonl"), criteria)
-    save_judge(judge, workdir / "judge.joblib")
+    save_judge(judge, workdir / "judge.skops")
     step(f"     chose {judge['meta']['module']}")
     predictions = []
     for lang in DEMO_LANGS:
