@@ -202,3 +202,49 @@ def test_api_key_is_sent_but_never_stored(server, make_settings, tmp_path):
     for path in settings.cache_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_unreachable_endpoint_stops_the_run_with_one_clear_error(tmp_path, capsys):
+    import json
+
+    from conftest import ucsj
+
+    row = {"id": "a", "lang": "en", "context": "P.", "query": "Q?", "answer": "A.", "label": 1}
+    (tmp_path / "d.jsonl").write_text(
+        "\n".join(json.dumps({**row, "id": str(i)}) for i in range(50)) + "\n"
+    )
+    (tmp_path / "c.json").write_text(
+        json.dumps(
+            {
+                "task": "rag-faithfulness",
+                "concepts": [
+                    {
+                        "id": "c1",
+                        "name": "A",
+                        "questions": [{"id": "c1.q1", "text": "Is it right?"}],
+                    }
+                ],
+            }
+        )
+    )
+    code = ucsj(
+        "score",
+        str(tmp_path / "d.jsonl"),
+        "--criteria",
+        str(tmp_path / "c.json"),
+        "-o",
+        str(tmp_path / "s.jsonl"),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--max-retries",
+        "1",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "cannot connect to http://127.0.0.1:9/v1" in err and err.count("\n") <= 3, err
+    assert not (tmp_path / "s.jsonl").exists()
+    assert "samples could not be scored" not in err, (
+        "the run stops; samples are not tried one by one"
+    )

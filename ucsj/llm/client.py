@@ -50,6 +50,10 @@ class RequestFailed(BackendError):
     """One request failed for good: retries exhausted, rejected or unusable."""
 
 
+class EndpointUnreachable(BackendError):
+    """No connection could ever be made: the whole run stops instead of failing every sample."""
+
+
 @dataclass
 class LLMSettings:
     """Where and how to call the LLM. The API key is never written anywhere."""
@@ -111,6 +115,7 @@ class LLMClient:
         self._logprobs_param_ok: dict[str, bool] = {}  # model -> endpoint accepts `logprobs`
         self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
         self._warned: set[str] = set()
+        self._answered = False  # has the endpoint ever answered (any HTTP status)?
         self._base_url = settings.resolved_base_url()
         self._host = _host_of(self._base_url)
 
@@ -225,6 +230,7 @@ class LLMClient:
                     self.stats.requests_sent += 1
                     response = await http.post("/chat/completions", json=request.body())
                     latency = time.monotonic() - started
+                    self._answered = True
                 if response.status_code == 200:
                     payload = response.json()
                     completion = parse_completion(payload)
@@ -259,6 +265,11 @@ class LLMClient:
                 reason, wait = f"malformed response ({exc})", None
             if attempt >= self.settings.max_retries:
                 self.stats.failures += 1
+                if not self._answered and reason.startswith("connection error"):
+                    raise EndpointUnreachable(
+                        f"cannot connect to {self._base_url} ({reason}); start the server, or "
+                        "check --base-url / OPENAI_BASE_URL"
+                    )
                 raise RequestFailed(
                     f"{self._host}: {reason}; gave up after {attempt + 1} "
                     f"attempt{'s' if attempt else ''}"
