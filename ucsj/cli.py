@@ -926,12 +926,16 @@ def cache_clear(yes: bool, cache_dir: Path | None) -> None:
     console.info(f"deleted {count} entries")
 
 
+INTERRUPTED = "ucsj: interrupted; rerun the same command to resume from the cache"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map errors to the documented exit codes and one clear line on stderr."""
     try:
         cli.main(args=argv, prog_name="ucsj", standalone_mode=False)
-    except click.exceptions.Abort:
-        console.err.print("ucsj: aborted", markup=False)
+    except click.exceptions.Abort as exc:
+        interrupted = isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt)
+        console.err.print(INTERRUPTED if interrupted else "ucsj: aborted", markup=False)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
@@ -942,9 +946,7 @@ def main(argv: list[str] | None = None) -> None:
         console.err.print(f"ucsj: error: {exc}", markup=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        console.err.print(
-            "ucsj: interrupted; rerun the same command to resume from the cache", markup=False
-        )
+        console.err.print(INTERRUPTED, markup=False)
         sys.exit(130)
     except OSError as exc:
         console.err.print(f"ucsj: error: {exc}", markup=False)
