@@ -180,17 +180,17 @@ class LLMClient:
     def _lookup(self, request: ChatRequest) -> Completion | None:
         if self.cache is None or not self.mode.reads:
             return None
-        candidates = [request.key]
-        if request.logprobs:  # recorded against an endpoint that refused the logprobs parameter
-            candidates.append(request.without_logprobs().key)
-        for key in candidates:
-            entry = self.cache.get(key)
-            if entry is not None:
-                try:
-                    return parse_completion(entry["response"])
-                except MalformedResponse:
-                    log.warning("cache entry %s is unreadable; asking the endpoint again", key)
-        return None
+        entry = self.cache.get(request.key)
+        if entry is None and request.logprobs:
+            # recorded against an endpoint that refused the logprobs parameter
+            entry = self.cache.get(request.without_logprobs().key)
+        if entry is None:
+            return None
+        try:
+            return parse_completion(entry["response"])
+        except MalformedResponse:
+            log.warning("cache entry %s is unreadable; asking the endpoint again", entry["key"])
+            return None
 
     def _record(self, request: ChatRequest, payload: dict[str, Any], meta: dict[str, Any]) -> None:
         if self.cache is None or not self.mode.writes:

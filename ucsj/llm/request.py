@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ class ChatRequest:
         return cls(model=model, messages=pairs, **params)
 
     def without_logprobs(self) -> ChatRequest:
-        return ChatRequest(**{**self.__dict__, "logprobs": False, "top_logprobs": 0})
+        return dataclasses.replace(self, logprobs=False, top_logprobs=0)
 
     def body(self) -> dict[str, Any]:
         """The JSON body sent to /chat/completions."""
@@ -78,7 +80,7 @@ class ChatRequest:
             material["sample_index"] = self.sample_index
         return material
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         return cache_key(self.key_material())
 
