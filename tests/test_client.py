@@ -248,3 +248,36 @@ def test_unreachable_endpoint_stops_the_run_with_one_clear_error(tmp_path, capsy
     assert "samples could not be scored" not in err, (
         "the run stops; samples are not tried one by one"
     )
+
+
+def test_sustained_429s_lower_concurrency_then_it_recovers(make_settings):
+    import asyncio
+    import threading
+
+    from ucsj.llm import LLMClient
+
+    in_flight, peaks, lock = [0], [], threading.Lock()
+
+    def slow(body):
+        with lock:
+            in_flight[0] += 1
+            peaks.append(in_flight[0])
+        time.sleep(0.02)
+        with lock:
+            in_flight[0] -= 1
+        return Reply(text="Yes")
+
+    with FakeLLMServer(slow) as srv:
+        srv.queue(*["429"] * 12)
+        settings = make_settings(srv.base_url, concurrency=8, max_retries=8)
+
+        async def go():
+            async with LLMClient(settings) as client:
+                results = await asyncio.gather(*(client.complete(req(f"q{i}")) for i in range(60)))
+                return results, client._slots
+
+        results, limit = asyncio.run(go())
+    assert all(r.text == "Yes" for r in results)
+    assert limit.lowest <= 2, "repeated 429s halve the bound"
+    assert limit.limit > limit.lowest, "successes raise it again"
+    assert limit.limit <= 8

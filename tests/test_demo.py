@@ -32,3 +32,72 @@ def test_demo_replays_offline_and_prints_the_report(tmp_path):
     criteria = json.loads((tmp_path / "w" / "criteria.json").read_text())
     assert criteria["generated_by"]["model"] == "smollm2-135m-instruct-q4_1"
     assert not (tmp_path / "cache").exists(), "the demo leaves the default ./cache alone"
+
+
+# -- every baseline judge replays the built-in model's real recordings -------------------------
+
+import importlib.util  # noqa: E402
+
+import pytest  # noqa: E402
+from conftest import ROOT, ucsj  # noqa: E402
+
+from ucsj.llm import CacheMode, LLMSettings  # noqa: E402
+from ucsj.methods import METHODS  # noqa: E402
+
+DEMO = ROOT / "fixtures" / "demo"
+
+
+def _record_module():
+    spec = importlib.util.spec_from_file_location("record_baselines", DEMO / "record_baselines.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def demo_subset(tmp_path_factory):
+    from ucsj.demo import run_demo
+
+    workdir = tmp_path_factory.mktemp("baselines")
+    run_demo(LLMSettings(cache_mode=CacheMode.REPLAY), workdir)
+    files = _record_module().subset(workdir)
+    assert (
+        ucsj(
+            "cache",
+            "import",
+            str(DEMO / "baselines.jsonl"),
+            "--cache-dir",
+            str(workdir / "bl-cache"),
+        )
+        == 0
+    )
+    return workdir, files
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_baseline_replays_the_recorded_model(demo_subset, method):
+    workdir, files = demo_subset
+    offline = [
+        "--cache",
+        "replay",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--cache-dir",
+        str(workdir / "bl-cache"),
+        "--task",
+        "rag-faithfulness",
+    ]
+    outputs = []
+    for lang, (data, scores) in files.items():
+        extra = (
+            ["--scores", str(scores), "--criteria", str(workdir / "criteria.json")]
+            if method == "llm-aggregator"
+            else []
+        )
+        out = workdir / f"{lang}.{method}.replay.jsonl"
+        assert ucsj("judge", str(data), "--method", method, "-o", str(out), *extra, *offline) == 0
+        outputs.append(out)
+    rows = [json.loads(x) for out in outputs for x in out.read_text().splitlines()]
+    assert len(rows) == 2 * len(files) and all(r["method"] == method for r in rows)
+    assert all(r["pred"] in (0, 1, None) and "error" not in r for r in rows)
+    assert ucsj("report", *map(str, outputs)) == 0

@@ -87,6 +87,44 @@ class LLMSettings:
             raise InputError("--model must not be empty")
 
 
+class AdaptiveLimit:
+    """Bounds requests in flight; halves the bound on 429s and grows it back by one after each
+    run of successes as long as the bound (additive increase, multiplicative decrease)."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self.limit = maximum
+        self.lowest = maximum
+        self.in_flight = 0
+        self._successes = 0
+        self._changed = asyncio.Condition()
+
+    async def __aenter__(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    def throttled(self) -> None:
+        if self.limit > 1:
+            self.limit = max(1, self.limit // 2)
+            self.lowest = min(self.lowest, self.limit)
+            log.warning("rate limited (429): %d requests in flight at most for now", self.limit)
+        self._successes = 0
+
+    async def succeeded(self) -> None:
+        self._successes += 1
+        if self.limit < self.maximum and self._successes >= self.limit:
+            self._successes = 0
+            async with self._changed:
+                self.limit += 1
+                self._changed.notify_all()
+
+
 @dataclass
 class ClientStats:
     requests_sent: int = 0  # HTTP requests, retries included
@@ -111,7 +149,7 @@ class LLMClient:
             else ResponseCache(settings.cache_dir or default_cache_dir())
         )
         self._http: httpx.AsyncClient | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: AdaptiveLimit | None = None
         self._logprobs_param_ok: dict[str, bool] = {}  # model -> endpoint accepts `logprobs`
         self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
         self._warned: set[str] = set()
@@ -214,7 +252,7 @@ class LLMClient:
                 # keep-alive pool as large as the pool, or connections churn past 20
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
             )
-            self._slots = asyncio.Semaphore(size)
+            self._slots = AdaptiveLimit(size)
         return self._http
 
     async def _send_with_retries(
@@ -232,6 +270,7 @@ class LLMClient:
                     latency = time.monotonic() - started
                     self._answered = True
                 if response.status_code == 200:
+                    await self._slots.succeeded()
                     payload = response.json()
                     completion = parse_completion(payload)
                     self._note_logprobs(request, completion)
@@ -258,6 +297,8 @@ class LLMClient:
                         f"{self._redact(_error_text(response))}"
                     )
                 reason = f"HTTP {response.status_code}"
+                if response.status_code == 429:
+                    self._slots.throttled()
                 wait = _retry_after(response)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 reason, wait = _transport_reason(exc, self.settings.timeout), None
