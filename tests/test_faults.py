@@ -49,7 +49,7 @@ def test_failed_samples_are_listed_counted_and_gated(tmp_path, capsys):
                 "-o",
                 str(tmp_path / "en.s.jsonl"),
                 *common,
-                *server.base,
+                *live,
             )
             == 0
         )
