@@ -237,8 +237,17 @@ def write_junit(report: Report, path: Path) -> None:
         out.write("\n".join(lines) + "\n")
 
 
-def write_html(report: Report, path: Path) -> None:
-    """One self-contained page: the methods x languages table and the gates."""
+def write_html(report: Report, path: Path, figures: list[Path] | None = None) -> None:
+    """One self-contained page: the methods x languages table, the gates and the analyses'
+    PNG plots inlined (it opens with no network)."""
+    import base64
+
+    images = "".join(
+        f'<figure><img alt="{html.escape(f.stem)}" src="data:image/png;base64,'
+        f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}'
+        "</figcaption></figure>"
+        for f in figures or []
+    )
     head = "".join(f"<th>{escape(lang)}</th>" for lang in [*report.langs, ALL])
     rows = []
     for method in report.methods:
@@ -267,7 +276,7 @@ background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><
 <h1>ucsj report</h1><p>Balanced accuracy per language (95% bootstrap interval); best per column
 in bold.</p>
 <table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>
-<h2>Gates</h2><ul>{gates}</ul></body></html>
+<h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
 """
     with atomic_writer(path) as out:
         out.write(page)
