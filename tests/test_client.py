@@ -281,3 +281,12 @@ def test_sustained_429s_lower_concurrency_then_it_recovers(make_settings):
     assert limit.lowest <= 2, "repeated 429s halve the bound"
     assert limit.limit > limit.lowest, "successes raise it again"
     assert limit.limit <= 8
+
+
+def test_identical_requests_in_flight_are_sent_once(make_settings):
+    with FakeLLMServer(lambda body: Reply(text="Yes"), latency=0.1) as srv:
+        results, stats = run_complete(
+            make_settings(srv.base_url), req("same"), req("same"), req("same"), req("other")
+        )
+    assert [r.text for r in results] == ["Yes"] * 4
+    assert srv.count == 2 and stats.requests_sent == 2

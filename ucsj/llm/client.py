@@ -154,6 +154,7 @@ class LLMClient:
         self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
         self._warned: set[str] = set()
         self._answered = False  # has the endpoint ever answered (any HTTP status)?
+        self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._base_url = settings.resolved_base_url()
         self._host = _host_of(self._base_url)
 
@@ -198,7 +199,7 @@ class LLMClient:
         send = request
         if request.logprobs and self._logprobs_param_ok.get(request.model) is False:
             send = request.without_logprobs()
-        payload, completion, meta, send = await self._send_with_retries(send)
+        payload, completion, meta, send = await self._fetch_once(send)
         if completion.truncated and not allow_truncated:
             raise RequestFailed(
                 f"response was cut off at max_tokens={send.max_tokens} "
@@ -212,6 +213,23 @@ class LLMClient:
                 raise RequestFailed(f"unusable response: {exc}; not cached") from None
         self._record(send, payload, meta)
         return completion
+
+    async def _fetch_once(
+        self, request: ChatRequest
+    ) -> tuple[dict[str, Any], Completion, dict[str, Any], ChatRequest]:
+        """Send a request, or join the identical one already in flight.
+
+        Two samples can make the same request (RocketEval's checklist for a shared question);
+        sending it twice would cost a call, and a server whose answers depend on its previous
+        request (llama.cpp) could record one answer while the other caller used a second one.
+        """
+        key = request.key
+        fetch = self._inflight.get(key)
+        if fetch is None:
+            fetch = asyncio.ensure_future(self._send_with_retries(request))
+            self._inflight[key] = fetch
+            fetch.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return await asyncio.shield(fetch)
 
     # -- cache -------------------------------------------------------------------------------
 
