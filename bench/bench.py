@@ -8,6 +8,7 @@ Results go to bench/RESULTS.md by hand, with the command that made them.
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,16 +87,43 @@ def yes_reply(body: dict) -> Reply:
 # 1. concurrency efficiency ---------------------------------------------------------------------
 
 
+class ServerProcess:
+    """The loopback server in its own process, so that its threads do not share the client's
+    GIL (in-process, the server's Python work would be billed to the client)."""
+
+    def __init__(self, latency: float) -> None:
+        code = (
+            f"import sys, time; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
+            "sys.path.insert(0, {!r}); from bench import yes_reply; "
+            "from fakeserver import FakeLLMServer\n"
+            f"with FakeLLMServer(yes_reply, latency={latency}) as s:\n"
+            "    print(s.base_url, flush=True)\n"
+            "    time.sleep(3600)"
+        ).format(str(ROOT / "bench"))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+        )
+        self.base_url = self.process.stdout.readline().strip()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
 def bench_concurrency(latency: float = 0.1, seconds: float = 3.0) -> list[dict]:
     """Ideal time (requests x latency / concurrency) over measured wall time."""
     rows = []
     crit = criteria(1, 1)
-    with FakeLLMServer(yes_reply, latency=latency) as server:
+    with ServerProcess(latency) as server:
         for conc in (1, 8, 32, 64):
             n = int(seconds / latency * conc)
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp) / "d.jsonl"
                 write_samples(data, n)
+                before = resource.getrusage(resource.RUSAGE_SELF)
                 started = time.perf_counter()
                 score_file(
                     data,
@@ -105,6 +133,8 @@ def bench_concurrency(latency: float = 0.1, seconds: float = 3.0) -> list[dict]:
                     settings(server.base_url, Path(tmp) / "c", conc),
                 )
                 wall = time.perf_counter() - started
+                after = resource.getrusage(resource.RUSAGE_SELF)
+            client_cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
             ideal = n * latency / conc
             rows.append(
                 {
@@ -113,6 +143,7 @@ def bench_concurrency(latency: float = 0.1, seconds: float = 3.0) -> list[dict]:
                     "wall_s": round(wall, 2),
                     "ideal_s": round(ideal, 2),
                     "efficiency": round(ideal / wall, 3),
+                    "client_cpu_ms_per_request": round(1000 * client_cpu / n, 2),
                 }
             )
             print(rows[-1], flush=True)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ucsj.errors import InputError
 from ucsj.io import read_json_lines
@@ -32,6 +36,10 @@ class DataSummary:
     langs: dict[str, int]
 
 
+def _id_hash(sample_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(sample_id.encode("utf-8"), digest_size=8).digest(), "big")
+
+
 def check_lang_option(lang: str | None) -> None:
     if lang is not None and not is_language_code(lang):
         raise InputError(f"--lang '{lang}' is not an ISO 639-1 code (e.g. en, fr, de, hi)")
@@ -48,9 +56,23 @@ class SampleFile:
         self.path, self.task, self.lang, self.require_label = Path(path), task, lang, require_label
 
     def validate(self) -> DataSummary:
-        seen: dict[str, int] = {}
+        # Ids are checked for duplicates through 8-byte hashes in an array, so memory stays
+        # small for large files; only when a hash repeats is the file read again to name lines.
+        hashes = array("Q")
         langs: dict[str, int] = {}
         labelled = 0
+        for sample in self._parse():
+            hashes.append(_id_hash(sample.id))
+            langs[sample.lang] = langs.get(sample.lang, 0) + 1
+            labelled += sample.label is not None
+        if not hashes:
+            raise InputError("no records: the file is empty", path=str(self.path))
+        if len(np.unique(np.frombuffer(hashes, dtype=np.uint64))) != len(hashes):
+            self._raise_duplicate()
+        return DataSummary(str(self.path), len(hashes), labelled, dict(sorted(langs.items())))
+
+    def _raise_duplicate(self) -> None:
+        seen: dict[str, int] = {}
         for sample in self._parse():
             if sample.id in seen:
                 raise InputError(
@@ -60,11 +82,6 @@ class SampleFile:
                     field="id",
                 )
             seen[sample.id] = sample.line
-            langs[sample.lang] = langs.get(sample.lang, 0) + 1
-            labelled += sample.label is not None
-        if not seen:
-            raise InputError("no records: the file is empty", path=str(self.path))
-        return DataSummary(str(self.path), len(seen), labelled, dict(sorted(langs.items())))
 
     def __iter__(self) -> Iterator[Sample]:
         return self._parse()

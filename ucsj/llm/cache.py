@@ -66,6 +66,10 @@ class ResponseCache:
                 eviction_policy="none",  # never drop a recording silently
                 size_limit=2**62,
                 cull_limit=0,
+                # diskcache's defaults map 64 MB of the database and cache 32 MB of pages; with
+                # them, memory grows with the cache instead of staying flat while streaming.
+                sqlite_mmap_size=0,
+                sqlite_cache_size=1024,
             )
         )
 

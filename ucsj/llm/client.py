@@ -87,6 +87,43 @@ class LLMSettings:
             raise InputError("--model must not be empty")
 
 
+class HttpShards:
+    """httpx clients of at most SHARD_SIZE connections each; a request goes to the least busy.
+
+    One httpcore pool spends CPU super-linearly past ~32 connections (it rescans every
+    connection for every request); several small pools keep the cost per request flat.
+    """
+
+    SHARD_SIZE = 8
+
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float, size: int) -> None:
+        count = -(-size // self.SHARD_SIZE)
+        per = -(-size // count)
+        self.clients = [
+            httpx.AsyncClient(
+                base_url=base_url,
+                headers=headers,
+                timeout=httpx.Timeout(timeout),
+                # keep-alive as large as the pool, or connections churn past httpx's 20
+                limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
+            )
+            for _ in range(count)
+        ]
+        self.busy = [0] * count
+
+    async def post(self, path: str, json: Any) -> httpx.Response:
+        index = min(range(len(self.clients)), key=self.busy.__getitem__)
+        self.busy[index] += 1
+        try:
+            return await self.clients[index].post(path, json=json)
+        finally:
+            self.busy[index] -= 1
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
 class AdaptiveLimit:
     """Bounds requests in flight; halves the bound on 429s and grows it back by one after each
     run of successes as long as the bound (additive increase, multiplicative decrease)."""
@@ -148,7 +185,7 @@ class LLMClient:
             if cache is not None or self.mode is CacheMode.OFF
             else ResponseCache(settings.cache_dir or default_cache_dir())
         )
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpShards | None = None
         self._slots: AdaptiveLimit | None = None
         self._logprobs_param_ok: dict[str, bool] = {}  # model -> endpoint accepts `logprobs`
         self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
@@ -256,21 +293,16 @@ class LLMClient:
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> HttpShards:
         if self._http is None:
-            size = self.settings.concurrency
             headers = {"User-Agent": f"ucsj/{__version__}"}
             key = self.settings.resolved_api_key()
             if key:
                 headers["Authorization"] = f"Bearer {key}"
-            self._http = httpx.AsyncClient(
-                base_url=self._base_url,
-                headers=headers,
-                timeout=httpx.Timeout(self.settings.timeout),
-                # keep-alive pool as large as the pool, or connections churn past 20
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+            self._http = HttpShards(
+                self._base_url, headers, self.settings.timeout, self.settings.concurrency
             )
-            self._slots = AdaptiveLimit(size)
+            self._slots = AdaptiveLimit(self.settings.concurrency)
         return self._http
 
     async def _send_with_retries(
