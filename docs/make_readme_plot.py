@@ -22,7 +22,10 @@ from ucsj.transfer import read_scores  # noqa: E402
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     english = read_scores(make_scores(tmp / "en.jsonl", "en", 300, 1, noise=0.6))
-    targets = [r for seed, lang in ((2, "fr"), (3, "de"))
-               for r in read_scores(make_scores(tmp / f"{lang}.jsonl", lang, 200, seed, noise=0.6))]
+    targets = [
+        r
+        for seed, lang in ((2, "fr"), (3, "de"))
+        for r in read_scores(make_scores(tmp / f"{lang}.jsonl", lang, 200, seed, noise=0.6))
+    ]
     points = sample_efficiency(english, targets, CRITERIA, module="mlp", seeds=5)
     plot_efficiency(points, HERE / "sample-efficiency.png")
