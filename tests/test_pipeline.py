@@ -286,3 +286,59 @@ def test_other_granularities(scored, scoring):
     assert all((r["s"]["c1"] > 0.5) == bool(r["label"]) for r in rows)
     if scoring == "per-criterion":
         assert all(0 < v < 1 for r in rows for v in r["z"].values()), "P(yes) from logprobs"
+
+
+def test_decomposition_reads_server_time_from_the_cache(scored):
+    root, _, common = scored
+    cache = common[common.index("--cache-dir") + 1]
+    for scoring in ("joint", "per-concept"):
+        for lang in ("en", "fr"):
+            out = root / f"{lang}.dec.{scoring}.jsonl"
+            extra = ["--lang", "fr"] if lang == "fr" else []
+            assert (
+                ucsj(
+                    "score",
+                    str(root / f"{lang}.jsonl"),
+                    "--criteria",
+                    str(root / "criteria.json"),
+                    "--scoring",
+                    scoring,
+                    "-o",
+                    str(out),
+                    *extra,
+                    *common,
+                )
+                == 0
+            )
+    runs = [
+        f"{s}={root / 'criteria.json'},{root / f'en.dec.{s}.jsonl'},{root / f'fr.dec.{s}.jsonl'}"
+        for s in ("joint", "per-concept")
+    ]
+    assert (
+        ucsj(
+            "analyze",
+            "decomposition",
+            "--run",
+            runs[0],
+            "--run",
+            runs[1],
+            "--cache-dir",
+            cache,
+            "--module",
+            "logreg",
+            "--json",
+            str(root / "dec.json"),
+            "--plot",
+            str(root / "dec.png"),
+        )
+        == 0
+    )
+    result = json.loads((root / "dec.json").read_text())
+    assert (
+        result["joint"]["calls_per_sample"] == 1 and result["per-concept"]["calls_per_sample"] == 4
+    )
+    for variant in result.values():
+        assert variant["llm_seconds_per_sample"] > 0  # the loopback server's recorded latency
+        assert variant["ba_avg"] >= 0.9
+    rows = [json.loads(x) for x in (root / "fr.dec.joint.jsonl").read_text().splitlines()]
+    assert all(set(r["keys"]) == {"all"} and len(r["keys"]["all"]) == 64 for r in rows)

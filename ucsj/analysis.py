@@ -13,6 +13,7 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
+from ucsj.llm.cache import ResponseCache
 from ucsj.metrics import balanced_accuracy
 from ucsj.transfer import MODULES, RANDOM_STATE, ScoreRecord, _fit, feature_matrix, feature_names
 
@@ -214,12 +215,28 @@ def average_ba(rows: list[dict], langs: list[str] | None = None) -> dict[str, fl
 # -- 5.6 decomposition cost ----------------------------------------------------------------------
 
 
-def decomposition_costs(records: list[ScoreRecord], raw_usage: list[dict]) -> dict[str, float]:
-    """Calls and prompt/completion tokens per sample, from the scores' `usage` records."""
+def decomposition_costs(
+    records: list[ScoreRecord], raw_usage: list[dict], latencies: list[float] | None = None
+) -> dict[str, float | None]:
+    """Calls and prompt/completion tokens per sample, from the scores' `usage` records, and
+    the server's seconds per sample from the cache's recorded latencies when given."""
     n = max(len(raw_usage), 1)
     return {
+        "llm_seconds_per_sample": float(np.mean(latencies)) if latencies else None,
         "calls_per_sample": sum(u.get("calls", 0) for u in raw_usage) / n,
         "prompt_tokens_per_sample": sum(u.get("prompt_tokens", 0) for u in raw_usage) / n,
         "completion_tokens_per_sample": sum(u.get("completion_tokens", 0) for u in raw_usage) / n,
         "samples": len(records),
     }
+
+
+def recorded_latencies(raw_records: list[dict], cache: ResponseCache) -> list[float]:
+    """Per sample, the summed server time the cache recorded for its calls (the `keys` of a
+    scores record): a sequential server's wall time. Samples with a call the cache lacks are
+    left out."""
+    totals = []
+    for record in raw_records:
+        entries = [cache.get(key) for key in record.get("keys", {}).values()]
+        if entries and all(e is not None for e in entries):
+            totals.append(sum(float(e.get("meta", {}).get("latency_s") or 0.0) for e in entries))
+    return totals

@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -25,6 +26,7 @@ from ucsj.analysis import (
     criteria_importance,
     decomposition_costs,
     module_comparison,
+    recorded_latencies,
     sample_efficiency,
 )
 from ucsj.convert import MFACE_RULES, ConvertSummary, memerag_samples, mface_samples, write_samples
@@ -167,6 +169,15 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="UCSJ_CACHE_DIR",
+    default=None,
+    help="Response cache directory. Env: UCSJ_CACHE_DIR. [default: ./cache]",
+)
 
 
 # -- stage 1 and 2 ----------------------------------------------------------------------------
@@ -810,6 +821,28 @@ def analyze_aggregator(
     console.info(f"plot: {plot_path}")
 
 
+def _decomposition_runs(
+    runs: tuple[str, ...], module: str, store: ResponseCache | None
+) -> dict[str, dict[str, Any]]:
+    results = {}
+    for spec in runs:
+        name, _, files = spec.partition("=")
+        parts = [Path(p) for p in files.split(",") if p]
+        if not name or len(parts) < 3:
+            raise InputError(f"--run '{spec}': expected NAME=CRITERIA,EN_SCORES,TARGET_SCORES")
+        criteria_set = load_criteria(parts[0])
+        train_records, target_records = read_scores(parts[1]), _read_many(tuple(parts[2:]))
+        raw = [row for path in parts[1:] for _, row in read_json_lines(path)]
+        usage = [row.get("usage", {}) for row in raw]
+        judge = fit_judge(train_records, criteria_set, module=module)
+        costs = decomposition_costs(
+            train_records + target_records, usage, recorded_latencies(raw, store) if store else None
+        )
+        costs["ba_avg"] = average_ba(predict_records(judge, target_records))["avg"]
+        results[name] = costs
+    return results
+
+
 @analyze.command("decomposition")
 @click.option(
     "--run",
@@ -821,35 +854,35 @@ def analyze_aggregator(
     "repeatable.",
 )
 @click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@cache_dir_option
 @json_option
 @_plot_option("decomposition.png")
 def analyze_decomposition(
-    runs: tuple[str, ...], module: str, json_path: Path | None, plot_path: Path
+    runs: tuple[str, ...],
+    module: str,
+    cache_dir: Path | None,
+    json_path: Path | None,
+    plot_path: Path,
 ) -> None:
     """What finer decomposition costs and buys (paper 5.6, Table 4): calls and tokens per
-    sample from the scores' usage records, and BA averaged over target languages."""
-    results = {}
-    for spec in runs:
-        name, _, files = spec.partition("=")
-        parts = [Path(p) for p in files.split(",") if p]
-        if not name or len(parts) < 3:
-            raise InputError(f"--run '{spec}': expected NAME=CRITERIA,EN_SCORES,TARGET_SCORES")
-        criteria_set = load_criteria(parts[0])
-        train_records, target_records = read_scores(parts[1]), _read_many(tuple(parts[2:]))
-        usage = [row.get("usage", {}) for path in parts[1:] for _, row in read_json_lines(path)]
-        judge = fit_judge(train_records, criteria_set, module=module)
-        costs = decomposition_costs(train_records + target_records, usage)
-        costs["ba_avg"] = average_ba(predict_records(judge, target_records))["avg"]
-        results[name] = costs
+    sample from the scores' usage records, the server's seconds per sample from the latencies
+    the cache recorded, and BA averaged over target languages."""
+    directory = cache_dir or default_cache_dir()
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(ResponseCache(directory)) if directory.is_dir() else None
+        results = _decomposition_runs(runs, module, store)
     _print_table(
         "Decomposition: cost per sample and BA",
-        ["variant", "calls", "prompt tokens", "completion tokens", "BA (avg)"],
+        ["variant", "calls", "prompt tokens", "completion tokens", "LLM s", "BA (avg)"],
         [
             [
                 n,
                 f"{c['calls_per_sample']:.1f}",
                 f"{c['prompt_tokens_per_sample']:.0f}",
                 f"{c['completion_tokens_per_sample']:.0f}",
+                "–"
+                if c["llm_seconds_per_sample"] is None
+                else f"{c['llm_seconds_per_sample']:.2f}",
                 f"{c['ba_avg']:.3f}",
             ]
             for n, c in results.items()
@@ -1152,14 +1185,6 @@ def _report_conversion(summary: ConvertSummary, output: Path) -> None:
 
 
 # -- cache ------------------------------------------------------------------------------------
-
-cache_dir_option = click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="UCSJ_CACHE_DIR",
-    default=None,
-    help="Response cache directory. Env: UCSJ_CACHE_DIR. [default: ./cache]",
-)
 
 
 def _open_cache(cache_dir: Path | None, must_exist: bool = True) -> ResponseCache:

@@ -149,6 +149,7 @@ async def score_sample(
         "z": z,
         "s": concept_means(criteria, z),
         "answers": answers,
+        "keys": {call.name: call.request.key for call in calls},  # each answer's cache entry
         "usage": usage,
     }
     if errors:
