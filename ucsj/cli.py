@@ -180,6 +180,17 @@ cache_dir_option = click.option(
 )
 
 
+def file_option(flag: str, dest: str, help_text: str) -> Callable[..., Any]:
+    """An optional output file: `--json F`, `--junit F`, `--html F`."""
+    return click.option(flag, dest, type=click.Path(dir_okay=False, path_type=Path), help=help_text)
+
+
+data_argument = click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+lang_option = click.option(
+    "--lang", default=None, help="ISO 639-1 language of records that carry none (e.g. fr)."
+)
+
+
 # -- stage 1 and 2 ----------------------------------------------------------------------------
 
 output_option = click.option(
@@ -248,7 +259,7 @@ def gen(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@data_argument
 @click.option(
     "--criteria",
     "criteria_path",
@@ -262,7 +273,7 @@ def gen(
     default=None,
     help="Task preset or TOML file. [default: the criteria set's task]",
 )
-@click.option("--lang", default=None, help="ISO 639-1 language of records that carry none.")
+@lang_option
 @click.option(
     "--scoring",
     type=click.Choice(SCORINGS),
@@ -380,7 +391,7 @@ def _scores_or_score(
     help="Concept means s(x) or criterion answers z(x).",
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
-@click.option("--lang", default=None, help="Language of records that carry none.")
+@lang_option
 @click.option(
     "--scoring",
     type=click.Choice(SCORINGS),
@@ -424,7 +435,7 @@ def fit(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@data_argument
 @click.option(
     "--judge",
     "judge_path",
@@ -433,7 +444,7 @@ def fit(
     help="judge.skops from fit.",
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
-@click.option("--lang", default=None, help="Language of records that carry none.")
+@lang_option
 @output_option
 @llm_options
 def predict(
@@ -478,24 +489,9 @@ def predict(
     default=None,
     help='Shorthand for --gate "error_rate<=X".',
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the report as JSON.",
-)
-@click.option(
-    "--junit",
-    "junit_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write JUnit XML: a test case per language and gate.",
-)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write a self-contained HTML page.",
-)
+@file_option("--json", "json_path", "Write the report as JSON.")
+@file_option("--junit", "junit_path", "Write JUnit XML: a test case per language and gate.")
+@file_option("--html", "html_path", "Write a self-contained HTML page.")
 @click.option(
     "--figure",
     "figures",
@@ -598,12 +594,7 @@ targets_option = _scores_option(
     "--targets", "Labelled scores in other languages; repeatable.", multiple=True
 )
 criteria_option = _scores_option("--criteria", "The criteria the scores were made with.")
-json_option = click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the numbers as JSON.",
-)
+json_option = file_option("--json", "json_path", "Write the numbers as JSON.")
 
 
 def _plot_option(default: str) -> Callable[..., Any]:
@@ -902,7 +893,7 @@ def analyze_decomposition(
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@data_argument
 @click.option(
     "--method",
     required=True,
@@ -915,7 +906,7 @@ def analyze_decomposition(
     default=None,
     help="Task preset or TOML file. [default: the --criteria set's task]",
 )
-@click.option("--lang", default=None, help="ISO 639-1 language of records that carry none.")
+@lang_option
 @click.option(
     "--guidelines",
     "guidelines_path",
@@ -1139,7 +1130,7 @@ def convert() -> None:
 
 @convert.command("memerag")
 @click.argument("raw", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--lang", default=None, help="Language code. [default: from the file name]")
+@lang_option
 @output_option
 def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> None:
     """MEMERAG (en.jsonl, fr.jsonl, ...): one sample per answer sentence with its query and the
@@ -1167,7 +1158,7 @@ def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> No
     show_default=True,
     help="label = 1 when q2_<rule> >= threshold (avg 0.5: a majority said yes).",
 )
-@click.option("--lang", default=None, help="Override the language of every row.")
+@lang_option
 @output_option
 def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, output: Path) -> None:
     """mFACE spreadsheet (saved as CSV): article and summary, label from the q2 ratings.
