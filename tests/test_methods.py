@@ -286,3 +286,41 @@ def test_llm_aggregator_needs_scores(data, capsys):
 
 
 BASELINE_RECORDINGS = ROOT / "fixtures" / "demo" / "baselines.jsonl"
+
+
+def test_judged_texts_are_fenced_in_every_prompt(data):
+    """Strip every fenced block: no judged text (source, input, output) may be left over."""
+    root, labels = data
+    sample = json.loads((root / "fr.jsonl").read_text().splitlines()[0])
+    texts = [sample["answer"], sample["query"], *sample["context"]]
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        common = [
+            "--base-url",
+            server.base_url,
+            "--cache-dir",
+            str(root / "fence-cache"),
+            "--task",
+            "rag-faithfulness",
+        ]
+        (root / "one.jsonl").write_text(json.dumps(sample) + "\n")
+        for method in METHODS:
+            if method == "llm-aggregator":
+                continue  # its prompt is the same sample block as cot's, plus scores
+            assert (
+                ucsj(
+                    "judge",
+                    str(root / "one.jsonl"),
+                    "--method",
+                    method,
+                    "-o",
+                    str(root / "fenced.jsonl"),
+                    *common,
+                )
+                == 0
+            )
+        prompts = [m["content"] for body in server.requests for m in body["messages"]]
+    fenced = re.compile(r"<(\w+)>\n.*?\n</\1>", re.S)
+    for prompt in prompts:
+        outside = fenced.sub("", prompt)
+        for text in texts:
+            assert text not in outside, (text, prompt)

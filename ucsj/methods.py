@@ -23,7 +23,7 @@ from ucsj.gen import clean_item, complete_lines, parse_questions
 from ucsj.io import atomic_writer, dump_json_line
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
-from ucsj.prompts import numbered, render, sample_values
+from ucsj.prompts import fence, numbered, render, sample_values
 from ucsj.scoring import in_order
 from ucsj.tasks import Task
 from ucsj.transfer import ScoreRecord
@@ -193,7 +193,9 @@ async def rocketeval(ctx: Context, sample: Sample) -> Judgement:
     values = sample_values(ctx.task, sample)
     given = sample.input if sample.input is not None else "\n\n".join(sample.source)
     reply = await ctx.ask(
-        render("rocketeval_checklist", n=str(ROCKETEVAL_ITEMS), input=given, **values),
+        render(
+            "rocketeval_checklist", n=str(ROCKETEVAL_ITEMS), input=fence("input", given), **values
+        ),
         256,
         logprobs=False,
     )
@@ -274,14 +276,18 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
     output_name = ctx.task.output_name
 
     async def concepts(text: str) -> str:
-        reply = await ctx.ask(render("cejudge_concepts", text=text), 128, logprobs=False)
+        reply = await ctx.ask(
+            render("cejudge_concepts", text=fence("data", text)), 128, logprobs=False
+        )
         items = [clean_item(x) for x in complete_lines(reply)]
         return "\n".join(f"- {x}" for x in [i for i in items if i][:CEJUDGE_CONCEPTS]) or "- (none)"
 
     async def english(text: str) -> str:
         if sample.lang == "en":
             return text
-        reply = await ctx.ask(render("cejudge_translate", text=text), 512, logprobs=False)
+        reply = await ctx.ask(
+            render("cejudge_translate", text=fence("data", text)), 512, logprobs=False
+        )
         return reply.text.strip() or text
 
     in_concepts, out_concepts, in_en, out_en = await asyncio.gather(
@@ -293,7 +299,7 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
             render(
                 "cejudge_checklist",
                 side_name=side,
-                text=text,
+                text=fence("data", text),
                 other_name=other,
                 concepts=other_concepts,
                 n=str(n),
