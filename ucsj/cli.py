@@ -320,10 +320,17 @@ def _score_with_progress(
     lang: str | None,
     scoring: str,
 ) -> ScoreSummary:
-    total = SampleFile(data, task, lang).validate().count
-    with console.progress("scoring", total) as advance:
+    with console.progress("scoring") as bar:
         return score_file(
-            data, criteria, task, output, settings, lang=lang, scoring=scoring, on_record=advance
+            data,
+            criteria,
+            task,
+            output,
+            settings,
+            lang=lang,
+            scoring=scoring,
+            on_record=bar.advance,
+            on_validated=bar.start,
         )
 
 
@@ -983,13 +990,21 @@ def judge(
     if calibrate_path is not None:
         if method != "rocketeval":
             raise InputError("--calibrate-on is for --method rocketeval")
+        SampleFile(data, task, lang).validate()  # bad input fails before any request
         options.calibrator = fit_rocketeval_calibrator(
             _rocketeval_rows(calibrate_path, task, settings, lang)
         )
-    total = SampleFile(data, task, lang).validate().count
-    with console.progress(method, total) as advance:
+    with console.progress(method) as bar:
         summary = judge_file(
-            data, task, method, settings, options, output, lang=lang, on_row=advance
+            data,
+            task,
+            method,
+            settings,
+            options,
+            output,
+            lang=lang,
+            on_row=bar.advance,
+            on_validated=bar.start,
         )
     console.info(
         f"judged {summary.samples} samples with {method} into {output}; "

@@ -41,11 +41,27 @@ def interactive() -> bool:
     return not _quiet and sys.stderr.isatty() and not os.environ.get("CI")
 
 
+class ProgressBar:
+    """`start(total)` once the total is known, then `advance()` per item; both do nothing
+    when no bar is drawn."""
+
+    def __init__(self, bar: Progress | None, description: str) -> None:
+        self._bar, self._description, self._task = bar, description, None
+
+    def start(self, total: int) -> None:
+        if self._bar is not None:
+            self._task = self._bar.add_task(self._description, total=total)
+
+    def advance(self, *_: object) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.advance(self._task)
+
+
 @contextmanager
-def progress(description: str, total: int | None) -> Iterator[callable]:
-    """Yield an `advance()` function; draws a bar only on an interactive terminal."""
+def progress(description: str) -> Iterator[ProgressBar]:
+    """A progress bar on an interactive terminal only (never when piped, under CI or -q)."""
     if not interactive():
-        yield lambda *_: None
+        yield ProgressBar(None, description)
         return
     bar = Progress(
         TextColumn("{task.description}"),
@@ -56,5 +72,4 @@ def progress(description: str, total: int | None) -> Iterator[callable]:
         transient=True,
     )
     with bar:
-        task = bar.add_task(description, total=total)
-        yield lambda *_: bar.advance(task)
+        yield ProgressBar(bar, description)

@@ -382,12 +382,15 @@ def _run(
     options: JudgeOptions,
     lang: str | None,
     sink: Callable[[dict[str, Any]], None],
+    on_validated: Callable[[int], None] | None = None,
 ) -> None:
     """Judge every sample of `data` in input order, handing each row to `sink`."""
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}")
     samples = SampleFile(data, task, lang)
-    samples.validate()
+    count = samples.validate().count
+    if on_validated is not None:
+        on_validated(count)
 
     async def run() -> None:
         async with LLMClient(settings) as client:
@@ -409,6 +412,7 @@ def judge_file(
     *,
     lang: str | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    on_validated: Callable[[int], None] | None = None,
 ) -> JudgeSummary:
     """Write every sample's prediction to `output` (JSONL, input order, atomically)."""
     summary = JudgeSummary()
@@ -420,7 +424,7 @@ def judge_file(
             if on_row is not None:
                 on_row(row)
 
-        _run(data, task, method, settings, options, lang, sink)
+        _run(data, task, method, settings, options, lang, sink, on_validated)
     return summary
 
 

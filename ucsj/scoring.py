@@ -196,6 +196,7 @@ def score_file(
     lang: str | None = None,
     scoring: str = "per-concept",
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_validated: Callable[[int], None] | None = None,
 ) -> ScoreSummary:
     """Score every sample of `data` into `output` (JSONL, input order, written atomically).
 
@@ -205,7 +206,9 @@ def score_file(
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
     samples = SampleFile(data, task, lang)
-    samples.validate()
+    count = samples.validate().count
+    if on_validated is not None:
+        on_validated(count)
     summary = ScoreSummary()
 
     async def run() -> None:
