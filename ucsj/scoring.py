@@ -119,10 +119,16 @@ async def score_sample(
     client: LLMClient, task: Task, criteria: CriteriaSet, sample: Sample, scoring: str
 ) -> dict[str, Any]:
     calls = plan_calls(task, criteria, sample, scoring, client.settings.model)
-    results = await asyncio.gather(
-        *(client.complete(c.request, allow_truncated=True) for c in calls),
-        return_exceptions=True,
-    )
+    # Hits are read synchronously: a replayed run then creates no task per call.
+    results: list[Any] = [client.cached(c.request) for c in calls]
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        fetched = await asyncio.gather(
+            *(client.complete(calls[i].request, allow_truncated=True) for i in missing),
+            return_exceptions=True,
+        )
+        for i, result in zip(missing, fetched, strict=True):
+            results[i] = result
     z: dict[str, float | None] = {q.id: None for q in criteria.questions}
     answers: dict[str, str | None] = {}
     usage = {"calls": len(calls), "prompt_tokens": 0, "completion_tokens": 0}

@@ -214,6 +214,13 @@ class LLMClient:
             return False
         return self._logprobs_returned.get(model)
 
+    def cached(self, request: ChatRequest) -> Completion | None:
+        """The cached completion for `request`, without a task or a connection (None: ask)."""
+        completion = self._lookup(request)
+        if completion is not None:
+            self.stats.cache_hits += 1
+        return completion
+
     async def complete(
         self,
         request: ChatRequest,
