@@ -342,3 +342,40 @@ def test_decomposition_reads_server_time_from_the_cache(scored):
         assert variant["ba_avg"] >= 0.9
     rows = [json.loads(x) for x in (root / "fr.dec.joint.jsonl").read_text().splitlines()]
     assert all(set(r["keys"]) == {"all"} and len(r["keys"]["all"]) == 64 for r in rows)
+
+
+def test_typical_use_as_spelled(scored):
+    """`ucsj score data.jsonl --lang fr` and `ucsj fit --train en.jsonl`, run where
+    criteria.json lives: scores go to standard output, the judge to judge.skops."""
+    import os
+    import subprocess
+    import sys
+
+    root, server, common = scored
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": server.base_url,
+        "UCSJ_CACHE_DIR": common[common.index("--cache-dir") + 1],
+        "UCSJ_MODEL": common[common.index("--model") + 1],
+    }
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "ucsj", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    before = server.count
+    scored_fr = run("score", "fr.jsonl", "--lang", "fr")
+    assert scored_fr.returncode == 0, scored_fr.stderr
+    assert scored_fr.stdout == (root / "fr.scores.jsonl").read_text()
+    assert "into standard output" in scored_fr.stderr
+    (root / "judge.skops").unlink(missing_ok=True)
+    fitted = run("fit", "--train", "en.jsonl")
+    assert fitted.returncode == 0, fitted.stderr
+    assert (root / "judge.skops").is_file()
+    assert server.count == before, "both were served from the cache"

@@ -35,7 +35,7 @@ from ucsj.data import SampleFile
 from ucsj.demo import run_demo_in
 from ucsj.errors import EXIT_BACKEND, EXIT_INPUT, BackendError, GateFailed, InputError, UcsjError
 from ucsj.gen import GEN_MODES, generate_criteria
-from ucsj.io import atomic_writer, dump_json_line, read_json_lines, write_json
+from ucsj.io import dump_json_line, open_output, read_json_lines, write_json
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
 from ucsj.llm.cache import default_cache_dir
 from ucsj.llm.client import DEFAULT_MODEL
@@ -193,13 +193,17 @@ lang_option = click.option(
 
 # -- stage 1 and 2 ----------------------------------------------------------------------------
 
-output_option = click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="File to write (atomically).",
-)
+
+def output_option(default: str | None = None) -> Callable[..., Any]:
+    """-o/--output: a file written atomically; without a default, standard output."""
+    where = f"[default: {default}]" if default else "[default: standard output]"
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=default,
+        help=f"File to write (atomically; - for standard output). {where}",
+    )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -209,7 +213,7 @@ output_option = click.option(
     required=True,
     help="A preset (rag-faithfulness, summary-faithfulness) or a TASK.toml file.",
 )
-@output_option
+@output_option("criteria.json")
 @click.option(
     "--gen",
     "mode",
@@ -254,7 +258,7 @@ def gen(
     criteria.save(output)
     console.info(
         f"wrote {len(criteria.concepts)} concepts, {len(criteria.questions)} questions "
-        f"to {output} ({criteria.fingerprint[:19]}…)"
+        f"to {_where(output)} ({criteria.fingerprint[:19]}…)"
     )
 
 
@@ -263,7 +267,8 @@ def gen(
 @click.option(
     "--criteria",
     "criteria_path",
-    required=True,
+    default="criteria.json",
+    show_default=True,
     type=click.Path(dir_okay=False, path_type=Path),
     help="criteria.json from gen.",
 )
@@ -281,7 +286,7 @@ def gen(
     show_default=True,
     help="One call per concept, one for all questions, or one per question.",
 )
-@output_option
+@output_option()
 @llm_options
 def score(
     data: Path,
@@ -301,7 +306,7 @@ def score(
     summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
     langs = ", ".join(f"{k}: {v}" for k, v in summary.langs.items())
     console.info(
-        f"scored {summary.samples} samples ({langs}) into {output}; "
+        f"scored {summary.samples} samples ({langs}) into {_where(output)}; "
         f"{summary.unreadable} of {summary.values} answers unreadable"
     )
     if summary.failed:
@@ -334,6 +339,10 @@ def _score_with_progress(
         )
 
 
+def _where(output: Path | None) -> str:
+    return "standard output" if output is None or str(output) == "-" else str(output)
+
+
 def _scores_or_score(
     path: Path,
     criteria_path: Path | None,
@@ -354,9 +363,12 @@ def _scores_or_score(
             criteria = load_criteria(criteria_path)
         return records, criteria
     if criteria is None:
-        if criteria_path is None:
+        criteria_path = criteria_path or Path("criteria.json")
+        if not criteria_path.exists():
             raise InputError(
-                "this is a data file, not scores: --criteria is needed to score it", path=str(path)
+                "this is a data file, not scores: --criteria (default criteria.json) is needed "
+                "to score it",
+                path=str(path),
             )
         criteria = load_criteria(criteria_path)
     task = load_task(task_spec or criteria.task)
@@ -406,7 +418,7 @@ def _scores_or_score(
     show_default=True,
     help="Granularity, when scoring a data file.",
 )
-@output_option
+@output_option("judge.skops")
 @llm_options
 def fit(
     train_path: Path,
@@ -452,7 +464,7 @@ def fit(
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
 @lang_option
-@output_option
+@output_option()
 @llm_options
 def predict(
     data: Path,
@@ -473,10 +485,10 @@ def predict(
         settings.model = meta["scoring_model"]
     records, _ = _scores_or_score(data, None, criteria, lang, meta["scoring"], settings, task_spec)
     rows = predict_records(judge, records, source=str(data))
-    with atomic_writer(output) as out:
+    with open_output(output) as out:
         for row in rows:
             out.write(dump_json_line(row))
-    console.info(f"wrote {len(rows)} predictions to {output}")
+    console.info(f"wrote {len(rows)} predictions to {_where(output)}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -950,7 +962,7 @@ def analyze_decomposition(
     default=None,
     help="llm-aggregator: the criteria the scores were made with.",
 )
-@output_option
+@output_option()
 @llm_options
 def judge(
     data: Path,
@@ -1007,7 +1019,7 @@ def judge(
             on_validated=bar.start,
         )
     console.info(
-        f"judged {summary.samples} samples with {method} into {output}; "
+        f"judged {summary.samples} samples with {method} into {_where(output)}; "
         f"{summary.no_verdict} without a readable verdict"
     )
     if summary.failed:
@@ -1146,7 +1158,7 @@ def convert() -> None:
 @convert.command("memerag")
 @click.argument("raw", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @lang_option
-@output_option
+@output_option()
 def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> None:
     """MEMERAG (en.jsonl, fr.jsonl, ...): one sample per answer sentence with its query and the
     5 passages; "Challenging to determine" dropped; Supported = 1.
@@ -1174,7 +1186,7 @@ def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> No
     help="label = 1 when q2_<rule> >= threshold (avg 0.5: a majority said yes).",
 )
 @lang_option
-@output_option
+@output_option()
 def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, output: Path) -> None:
     """mFACE spreadsheet (saved as CSV): article and summary, label from the q2 ratings.
 
@@ -1185,7 +1197,7 @@ def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, outp
 
 def _report_conversion(summary: ConvertSummary, output: Path) -> None:
     console.info(
-        f"wrote {summary.written} samples to {output} (pass: {summary.labels[1]}, "
+        f"wrote {summary.written} samples to {_where(output)} (pass: {summary.labels[1]}, "
         f"fail: {summary.labels[0]}; dropped {summary.dropped} without a label)"
     )
 
@@ -1234,7 +1246,7 @@ def cache_export(output: Path, cache_dir: Path | None) -> None:
     """Write every entry as JSONL (fixtures): stable order, one per line, diffable."""
     with _open_cache(cache_dir) as store:
         count = store.export(output)
-    console.info(f"exported {count} entries to {output}")
+    console.info(f"exported {count} entries to {_where(output)}")
 
 
 @cache.command("import")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ucsj.errors import InputError
-from ucsj.io import atomic_writer, dump_json_line, read_json_lines
+from ucsj.io import dump_json_line, open_output, read_json_lines
 from ucsj.languages import is_language_code
 
 MEMERAG_LABELS = {"Supported": 1, "Not Supported": 0}  # "Challenging to determine" is dropped
@@ -135,7 +135,7 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
     written = dropped = 0
     labels = {0: 0, 1: 0}
     seen: set[str] = set()
-    with atomic_writer(output) as out:
+    with open_output(output) as out:
         for sample in samples:
             if sample is None:
                 dropped += 1

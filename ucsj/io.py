@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,17 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def open_output(path: str | Path | None) -> Iterator[IO[str]]:
+    """A JSONL output: standard output for None or "-", else a file written atomically."""
+    if path is None or str(path) == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_writer(path) as out:
+        yield out
 
 
 def _umask() -> int:

@@ -20,7 +20,7 @@ from ucsj.criteria import CriteriaSet
 from ucsj.data import Sample, SampleFile
 from ucsj.errors import InputError
 from ucsj.gen import clean_item, complete_lines, parse_questions
-from ucsj.io import atomic_writer, dump_json_line
+from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import fence, numbered, render, sample_values
@@ -416,7 +416,7 @@ def judge_file(
 ) -> JudgeSummary:
     """Write every sample's prediction to `output` (JSONL, input order, atomically)."""
     summary = JudgeSummary()
-    with atomic_writer(output) as out:
+    with open_output(output) as out:
 
         def sink(row: dict[str, Any]) -> None:
             out.write(dump_json_line(row))

@@ -17,7 +17,7 @@ from typing import Any
 from ucsj.answers import numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
-from ucsj.io import atomic_writer, dump_json_line
+from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import numbered, render, sample_values
@@ -219,7 +219,7 @@ def score_file(
 
     async def run() -> None:
         async with LLMClient(settings) as client:
-            with atomic_writer(output) as out:
+            with open_output(output) as out:
                 async for record in score_stream(client, task, criteria, samples, scoring):
                     out.write(dump_json_line(record))
                     _tally(summary, record)
