@@ -118,11 +118,22 @@ class AnswerSpan:
     start: int  # character offset of the answer word in the text, -1 when none
 
 
+# The form the prompt asks for, read without the general pattern (the replay hot path).
+_CANONICAL = re.compile(r"Q(\d{1,3}): (Yes|No)\r?\n?$")
+
+
 def answer_lines(text: str) -> dict[int, AnswerSpan]:
     """The first answer given for each question number found in the text."""
     found: dict[int, AnswerSpan] = {}
     offset = 0
     for line in text.splitlines(keepends=True):
+        quick = _CANONICAL.match(line)
+        if quick:
+            number = int(quick.group(1))
+            value = 1 if quick.group(2) == "Yes" else 0
+            found.setdefault(number, AnswerSpan(number, value, offset + quick.start(2)))
+            offset += len(line)
+            continue
         match = _LINE.match(line.rstrip("\r\n"))
         if match:
             number = int(match.group(1))
