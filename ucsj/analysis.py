@@ -15,7 +15,14 @@ from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
 from ucsj.llm.cache import ResponseCache
 from ucsj.metrics import balanced_accuracy
-from ucsj.transfer import MODULES, RANDOM_STATE, ScoreRecord, _fit, feature_matrix, feature_names
+from ucsj.transfer import (
+    MODULES,
+    RANDOM_STATE,
+    ScoreRecord,
+    feature_matrix,
+    feature_names,
+    fit_module,
+)
 
 FRACTIONS = (0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.00)  # paper 5.2
 TEST_SHARE = 0.30
@@ -80,7 +87,7 @@ def sample_efficiency(
             x_fit, y_fit = _subsample(x_pool, y_pool, fraction, seed)
             if not _both_classes(y_fit, 1):
                 continue
-            model = _fit(MODULES[module](), x_fit, y_fit)
+            model = fit_module(MODULES[module](), x_fit, y_fit)
             for lang, (xe, ye) in evaluations.items():
                 scores[lang].append(balanced_accuracy(ye, model.predict(xe)))
         for lang, values in scores.items():
@@ -141,7 +148,7 @@ def criteria_importance(
         if not _both_classes(y, 2):
             continue
         data[lang] = (x, y)
-        forest = _fit(MODULES["rf"](), x, y)
+        forest = fit_module(MODULES["rf"](), x, y)
         profiles[lang] = [float(v) for v in forest.feature_importances_]
     ref = np.asarray(profiles[reference])
     top_idx = list(np.argsort(-ref, kind="stable")[:TOP_K])
@@ -162,7 +169,7 @@ def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int) -> float:
     splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=RANDOM_STATE)
     predictions = np.empty_like(y)
     for fit_idx, test_idx in splitter.split(x, y):
-        model = _fit(MODULES["rf"](), x[fit_idx], y[fit_idx])
+        model = fit_module(MODULES["rf"](), x[fit_idx], y[fit_idx])
         predictions[test_idx] = model.predict(x[test_idx])
     return balanced_accuracy(y, predictions)
 
@@ -185,7 +192,7 @@ def module_comparison(
         raise InputError("no labelled target-language scores to evaluate on")
     table = {}
     for name, make in MODULES.items():
-        model = _fit(make(), x, y)
+        model = fit_module(make(), x, y)
         row = {
             lang: balanced_accuracy(ye, model.predict(xe)) for lang, (xe, ye) in evaluations.items()
         }

@@ -13,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import ucsj
-from ucsj.errors import InputError
+from ucsj.errors import BackendError, InputError
 from ucsj.gen import generate_criteria
 from ucsj.io import atomic_writer, dump_json_line
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
 from ucsj.report import Report, build_report
-from ucsj.scoring import score_file
+from ucsj.scoring import failure_message, score_file
 from ucsj.tasks import load_task
 from ucsj.transfer import fit_judge, predict_records, read_scores, save_judge
 
@@ -84,9 +84,6 @@ def run_demo(
             scoring=DEMO_SCORING,
         )
         if summary.failed:
-            from ucsj.errors import BackendError
-            from ucsj.scoring import failure_message
-
             raise BackendError(failure_message(summary))
     step(f"fit: transfer module on {TRAIN_LANG} labels")
     judge = fit_judge(read_scores(workdir / f"{TRAIN_LANG}.scores.jsonl"), criteria)

@@ -151,13 +151,13 @@ def choose_module(x: np.ndarray, y: np.ndarray) -> ModuleChoice:
     )
     table = {}
     for name, make in MODULES.items():
-        model = _fit(make(), x_train, y_train)
+        model = fit_module(make(), x_train, y_train)
         table[name] = balanced_accuracy(y_val, model.predict(x_val))
     best = max(table, key=lambda n: table[n])  # first listed wins a tie
     return ModuleChoice(best, table)
 
 
-def _fit(estimator: ClassifierMixin, x: np.ndarray, y: np.ndarray) -> ClassifierMixin:
+def fit_module(estimator: ClassifierMixin, x: np.ndarray, y: np.ndarray) -> ClassifierMixin:
     """Fit, silencing scikit-learn 1.9's deprecation notice for SVC(probability=True): the
     paper's SVM uses probability estimates, and the notice is about sklearn's API, not the data.
     """
@@ -196,7 +196,7 @@ def fit_judge(
         choice = choose_module(x, y)
     elif module not in MODULES:
         raise InputError(f"--module must be auto or one of {', '.join(MODULES)}")
-    estimator = _fit(MODULES[choice.module](), x, y)
+    estimator = fit_module(MODULES[choice.module](), x, y)
     first = labelled[0]
     langs = sorted({r.lang for r in labelled})
     return {
