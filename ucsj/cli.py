@@ -29,7 +29,15 @@ from ucsj.analysis import (
     recorded_latencies,
     sample_efficiency,
 )
-from ucsj.convert import MFACE_RULES, ConvertSummary, memerag_samples, mface_samples, write_samples
+from ucsj.convert import (
+    MFACE_RULES,
+    ConvertSummary,
+    liteval_samples,
+    memerag_samples,
+    mface_samples,
+    mm_eval_samples,
+    write_samples,
+)
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.data import SampleFile
 from ucsj.demo import run_demo_in
@@ -1195,11 +1203,51 @@ def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, outp
     _report_conversion(write_samples(mface_samples(raw, rule, threshold, lang), output), output)
 
 
+@convert.command("mm-eval")
+@click.argument("raw", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--subset",
+    "subsets",
+    multiple=True,
+    help="Keep only these subsets (chat, reasoning, ...). [default: all but lang_res]",
+)
+@click.option("--lang", default=None, help="Override the language of every row.")
+@output_option()
+def convert_mm_eval(
+    raw: Path, subsets: tuple[str, ...], lang: str | None, output: Path | None
+) -> None:
+    """MM-Eval (JSONL, or Parquet with pyarrow) as pairwise samples for the
+    multilingual-chat task: the chosen response in position a or b by a hash of its id.
+
+    Example: ucsj convert mm-eval mm-eval.jsonl --subset chat -o chat.jsonl
+    """
+    _report_conversion(write_samples(mm_eval_samples(raw, subsets, lang), output), output)
+
+
+@convert.command("liteval")
+@click.argument("raw", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--score-column", default="rating", show_default=True, help="The column holding the rating."
+)
+@click.option(
+    "--shift",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Added to every rating (1 maps a 0-6 scale onto 1-7).",
+)
+@output_option()
+def convert_liteval(raw: Path, score_column: str, shift: int, output: Path | None) -> None:
+    """LitEval rating files (source, tgt, pair, rating; ; or , separated) as pointwise
+    samples for the literary-translation task, in the target language.
+
+    Example: ucsj convert liteval Student_annotation_2_de-en.csv -o de-en.jsonl
+    """
+    _report_conversion(write_samples(liteval_samples(raw, score_column, shift), output), output)
+
+
 def _report_conversion(summary: ConvertSummary, output: Path) -> None:
-    console.info(
-        f"wrote {summary.written} samples to {_where(output)} (pass: {summary.labels[1]}, "
-        f"fail: {summary.labels[0]}; dropped {summary.dropped} without a label)"
-    )
+    console.info(f"wrote to {_where(output)}: {summary.describe()}")
 
 
 # -- cache ------------------------------------------------------------------------------------

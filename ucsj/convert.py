@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,11 @@ LANGUAGE_NAMES = {
 class ConvertSummary:
     written: int
     dropped: int
-    labels: dict[int, int]
+    labels: dict[str, int]  # gold value (label, score or preference) -> count
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(self.labels.items()))
+        return f"{self.written} samples ({counts}); dropped {self.dropped} without a label"
 
 
 def _lang_from(path: Path, lang: str | None) -> str:
@@ -131,9 +136,12 @@ def mface_samples(
             }
 
 
+GOLD_FIELDS = ("label", "score", "preference")
+
+
 def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> ConvertSummary:
     written = dropped = 0
-    labels = {0: 0, 1: 0}
+    labels: dict[str, int] = {}
     seen: set[str] = set()
     with open_output(output) as out:
         for sample in samples:
@@ -145,5 +153,111 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
             seen.add(sample["id"])
             out.write(dump_json_line(sample))
             written += 1
-            labels[sample["label"]] += 1
+            gold = next(str(sample[k]) for k in GOLD_FIELDS if k in sample)
+            labels[gold] = labels.get(gold, 0) + 1
     return ConvertSummary(written, dropped, labels)
+
+
+MM_EVAL_SKIPPED = ("lang_res",)  # usually left out of MM-Eval's core results
+
+
+def mm_eval_samples(
+    path: Path, subsets: tuple[str, ...] = (), lang: str | None = None
+) -> Iterator[dict[str, Any] | None]:
+    """MM-Eval rows (prompt, chosen, rejected, language, subset) as pairwise samples.
+
+    Which position holds the chosen response is decided by a hash of the id, so about half
+    the pairs put it second and a judge cannot score well by always picking one position.
+    """
+    for number, row in _table_rows(path):
+        where = {"path": str(path), "line": number}
+        for name in ("prompt", "chosen", "rejected"):
+            if not isinstance(row.get(name), str) or not row[name].strip():
+                raise InputError("missing or empty (is this MM-Eval?)", field=name, **where)
+        subset = str(row.get("subset") or "")
+        if (subsets and subset not in subsets) or (not subsets and subset in MM_EVAL_SKIPPED):
+            yield None
+            continue
+        code = lang or str(row.get("language") or "").lower()
+        if not is_language_code(code):
+            raise InputError(f"unknown language '{row.get('language')}'", field="language", **where)
+        raw_id = str(row.get("id") if row.get("id") is not None else number)
+        chosen_first = hashlib.blake2b(raw_id.encode(), digest_size=1).digest()[0] % 2 == 0
+        a, b = (
+            (row["chosen"], row["rejected"]) if chosen_first else (row["rejected"], row["chosen"])
+        )
+        yield {
+            "id": f"{code}-{subset or 'all'}-{raw_id}",
+            "lang": code,
+            "subset": subset,
+            "prompt": row["prompt"],
+            "response_a": a,
+            "response_b": b,
+            "preference": "a" if chosen_first else "b",
+        }
+
+
+def liteval_samples(
+    path: Path, score_column: str = "rating", shift: int = 0
+) -> Iterator[dict[str, Any] | None]:
+    """LitEval rating rows (source, tgt, pair, rating; `;` or `,` separated) as pointwise
+    samples in the target language; `shift` moves a 0-6 scale onto 1-7."""
+    for number, row in _table_rows(path):
+        where = {"path": str(path), "line": number}
+        for name in ("source", "tgt", "pair"):
+            if not str(row.get(name) or "").strip():
+                raise InputError(
+                    "missing or empty (is this a LitEval rating file?)", field=name, **where
+                )
+        source_lang, _, target_lang = str(row["pair"]).partition("-")
+        if not (is_language_code(source_lang) and is_language_code(target_lang)):
+            raise InputError(f"pair '{row['pair']}' is not like de-en", field="pair", **where)
+        value = str(row.get(score_column) or "").strip()
+        if not value:
+            yield None
+            continue
+        try:
+            score = int(float(value)) + shift
+        except ValueError:
+            raise InputError(f"not a number: {value!r}", field=score_column, **where) from None
+        yield {
+            "id": f"{row['pair']}-{number}",
+            "lang": target_lang,
+            "source_lang": source_lang,
+            "pair": row["pair"],
+            "source": row["source"],
+            "translation": row["tgt"],
+            "score": score,
+        }
+
+
+def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line or row number, row) from JSONL, CSV (`,` or `;`) or Parquet (needs pyarrow)."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        yield from read_json_lines(path)
+        return
+    if suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError(
+                "reading Parquet needs pyarrow (pip install pyarrow), or convert "
+                "the file to JSONL first",
+                path=str(path),
+            ) from None
+        for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            yield number, row
+        return
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise InputError("file not found", path=str(path)) from None
+    with handle:
+        first = handle.readline()
+        handle.seek(0)
+        reader = csv.DictReader(
+            handle, delimiter=";" if first.count(";") > first.count(",") else ","
+        )
+        for row in reader:
+            yield reader.line_num, row

@@ -24,8 +24,11 @@ class Sample:
     source: tuple[str, ...]  # one text, or the passages in order
     input: str | None
     output: str
-    label: int | None
+    label: int | None  # binary tasks
     line: int
+    output_b: str | None = None  # pairwise tasks: the second response
+    score: int | None = None  # pointwise tasks: the gold rating
+    preference: str | None = None  # pairwise tasks: "a" or "b", the better response
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,18 @@ def sample_from_record(
         record_lang = lang
     elif not is_language_code(record_lang):
         raise fail(f"'{record_lang}' is not an ISO 639-1 language code", "lang")
+    kind = task.kind
     return Sample(
         id=sample_id,
         lang=record_lang,
         source=_source(record, fields.source, fail),
         input=_text(record, fields.input, fail) if fields.input else None,
         output=_text(record, fields.output, fail),
-        label=_label(record, fields.label, fail, require_label),
+        label=_label(record, fields.label, fail, require_label) if kind == "binary" else None,
         line=line,
+        output_b=_text(record, fields.output_b, fail) if fields.output_b else None,
+        score=_score(record, fields.score, task.scale, fail) if kind == "pointwise" else None,
+        preference=_preference(record, fields.preference, fail) if kind == "pairwise" else None,
     )
 
 
@@ -169,6 +176,25 @@ def _label(record: dict[str, Any], name: str, fail: Any, required: bool) -> int 
     if isinstance(value, int) and value in (0, 1):
         return value
     raise fail(f"must be 1 (pass), 0 (fail) or null, got {value!r}", name)
+
+
+def _score(record: dict[str, Any], name: str, scale: tuple[int, int], fail: Any) -> int | None:
+    value = record.get(name)
+    if value is None:
+        return None
+    low, high = scale
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"must be an integer from {low} to {high} or null, got {value!r}", name)
+    return value
+
+
+def _preference(record: dict[str, Any], name: str, fail: Any) -> str | None:
+    value = record.get(name)
+    if value is None:
+        return None
+    if value not in ("a", "b"):
+        raise fail(f'must be "a", "b" or null, got {value!r}', name)
+    return value
 
 
 def _type_name(value: Any) -> str:

@@ -25,7 +25,7 @@ from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import fence, numbered, render, sample_values
 from ucsj.scoring import in_order
-from ucsj.tasks import Task
+from ucsj.tasks import Task, require_binary
 from ucsj.transfer import ScoreRecord
 
 REASONING_TOKENS = 512  # a verdict after step-by-step reasoning
@@ -387,6 +387,7 @@ def _run(
     """Judge every sample of `data` in input order, handing each row to `sink`."""
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}")
+    require_binary(task, "judge")
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:

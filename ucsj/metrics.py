@@ -83,3 +83,58 @@ def language_metrics(
         unreadable=float(np.mean(unreadable)) if len(unreadable) else 0.0,
         error_rate=float(np.mean(missing)) if len(missing) else 0.0,
     )
+
+
+# -- pointwise and pairwise settings (CE-Judge's LitEval and MM-Eval) ----------------------------
+
+
+def kendall_tau(gold: Sequence[float], predicted: Sequence[float]) -> float:
+    """Kendall's tau-b between gold and predicted scores (scipy), NaN when undefined."""
+    from scipy.stats import kendalltau
+
+    if len(gold) < 2:
+        return float("nan")
+    return float(kendalltau(gold, predicted).statistic)
+
+
+def kendall_interval(
+    gold: Sequence[float],
+    predicted: Sequence[float],
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of Kendall's tau."""
+    g, p = np.asarray(gold, dtype=float), np.asarray(predicted, dtype=float)
+    rng = np.random.default_rng(seed)
+    stats = [
+        kendall_tau(g[idx], p[idx])
+        for idx in (rng.integers(0, len(g), len(g)) for _ in range(samples))
+    ]
+    low, high = np.nanpercentile(stats, [2.5, 97.5]) if len(g) > 1 else (np.nan, np.nan)
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class PairwiseMetrics:
+    n: int
+    accuracy: float  # over both orders: a pair counts half for each order judged right
+    consistent: float  # share of pairs judged the same way in both orders
+    position_bias: float  # share of verdicts that pick the first position
+
+
+def pairwise_metrics(
+    preferences: Sequence[str], forward: Sequence[str | None], backward: Sequence[str | None]
+) -> PairwiseMetrics:
+    """`forward` judged (a, b) as given; `backward` the same pair swapped, its verdict
+    already mapped back to the original labels. A missing verdict counts as wrong."""
+    n = len(preferences)
+    if n == 0:
+        return PairwiseMetrics(0, float("nan"), float("nan"), float("nan"))
+    right = sum((f == g) + (b == g) for g, f, b in zip(preferences, forward, backward, strict=True))
+    consistent = sum(f is not None and f == b for f, b in zip(forward, backward, strict=True))
+    # in the swapped order, original "b" sits first
+    first = sum(f == "a" for f in forward) + sum(b == "b" for b in backward)
+    verdicts = sum(f is not None for f in forward) + sum(b is not None for b in backward)
+    return PairwiseMetrics(
+        n, right / (2 * n), consistent / n, first / verdicts if verdicts else float("nan")
+    )

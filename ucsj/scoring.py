@@ -21,7 +21,7 @@ from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import numbered, render, sample_values
-from ucsj.tasks import Task
+from ucsj.tasks import Task, require_binary
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
 # A scoring response cut off at max_tokens is still the model's deterministic answer to the
@@ -211,6 +211,7 @@ def score_file(
     """
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
+    require_binary(task, "score")
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:

@@ -10,7 +10,8 @@ from typing import Any
 
 from ucsj.errors import InputError
 
-PRESETS = ("rag-faithfulness", "summary-faithfulness")
+PRESETS = ("rag-faithfulness", "summary-faithfulness", "literary-translation", "multilingual-chat")
+KINDS = ("binary", "pointwise", "pairwise")
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,10 @@ class TaskFields:
     source: str
     output: str
     input: str | None = None
-    label: str = "label"
+    label: str = "label"  # binary: 1 pass / 0 fail
+    output_b: str | None = None  # pairwise: the second response
+    score: str = "score"  # pointwise: an integer rating on the task's scale
+    preference: str = "preference"  # pairwise: "a" or "b"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class Task:
     output_name: str = "Output"
     guidelines: str = ""  # the annotation guidelines given to human annotators
     checkeval: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CheckEval: aspect -> questions
+    kind: str = "binary"  # binary verdicts, pointwise scores or pairwise preferences
+    scale: tuple[int, int] = (1, 7)  # pointwise: the lowest and highest score
 
 
 def load_task(spec: str) -> Task:
@@ -65,6 +71,19 @@ def task_from_toml(text: str, origin: str) -> Task:
         _require_str(fields, key, origin, prefix="fields.")
     for key in ("name", "description"):
         _require_str(data, key, origin)
+    kind = data.get("kind", "binary")
+    if kind not in KINDS:
+        raise InputError(f"'kind' must be one of {', '.join(KINDS)}", path=origin)
+    if kind == "pairwise":
+        _require_str(fields, "output_b", origin, prefix="fields.")
+    scale = data.get("scale", [1, 7])
+    if (
+        not isinstance(scale, list)
+        or len(scale) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in scale)
+        or scale[0] >= scale[1]
+    ):
+        raise InputError("'scale' must be [lowest, highest] integers", path=origin)
     names = data.get("names", {})
     if not isinstance(names, dict):
         raise InputError("[names] must be a table", path=origin)
@@ -72,11 +91,16 @@ def task_from_toml(text: str, origin: str) -> Task:
         name=data["name"],
         description=data["description"].strip(),
         question=str(data.get("question") or "Is the output faithful to the source?").strip(),
+        kind=kind,
+        scale=(scale[0], scale[1]),
         fields=TaskFields(
             source=fields["source"],
             output=fields["output"],
             input=fields.get("input") or None,
             label=fields.get("label", "label"),
+            output_b=fields.get("output_b") or None,
+            score=fields.get("score", "score"),
+            preference=fields.get("preference", "preference"),
         ),
         source_name=names.get("source", "Source"),
         input_name=names.get("input", "Input"),
@@ -107,3 +131,11 @@ def _require_str(table: dict[str, Any], key: str, origin: str, prefix: str = "")
     value = table.get(key)
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"'{prefix}{key}' must be a non-empty string", path=origin)
+
+
+def require_binary(task: Task, command: str) -> None:
+    """Pointwise and pairwise tasks have data, presets and converters, not yet judges."""
+    if task.kind != "binary":
+        raise InputError(
+            f"task '{task.name}' is {task.kind}: `{command}` supports binary tasks only so far"
+        )
