@@ -34,86 +34,69 @@ def real_server():
         yield server
 
 
+def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, bytes]:
+    """gen (2 concepts x 2 questions) then score per concept and per criterion; the bytes."""
+    criteria = tmp_path / f"c.{tag}.json"
+    assert (
+        ucsj(
+            "gen",
+            "--task",
+            "rag-faithfulness",
+            "--concepts",
+            "2",
+            "--questions",
+            "2",
+            "-o",
+            str(criteria),
+            *options,
+        )
+        == 0
+    )
+    outputs = {"criteria": criteria.read_bytes()}
+    for scoring in ("per-concept", "per-criterion"):
+        out = tmp_path / f"{scoring}.{tag}.jsonl"
+        assert (
+            ucsj(
+                "score",
+                str(data),
+                "--criteria",
+                str(criteria),
+                "--scoring",
+                scoring,
+                "-o",
+                str(out),
+                *options,
+            )
+            == 0
+        )
+        outputs[scoring] = out.read_bytes()
+    return outputs
+
+
 @pytest.mark.live
 def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     data = tmp_path / "fr3.jsonl"
     lines = (ROOT / "fixtures" / "demo" / "fr.jsonl").read_text(encoding="utf-8").splitlines()
     data.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    live = ["--base-url", real_server.base_url, "--concurrency", "1", *cache]
-    assert (
-        ucsj(
-            "gen",
-            "--task",
-            "rag-faithfulness",
-            "--concepts",
-            "2",
-            "--questions",
-            "2",
-            "-o",
-            str(tmp_path / "c.json"),
-            *live,
-        )
-        == 0
+    live = gen_and_score(
+        tmp_path, data, ["--base-url", real_server.base_url, "--concurrency", "1", *cache], "live"
     )
-    for scoring in ("per-concept", "per-criterion"):
-        assert (
-            ucsj(
-                "score",
-                str(data),
-                "--criteria",
-                str(tmp_path / "c.json"),
-                "--scoring",
-                scoring,
-                "-o",
-                str(tmp_path / f"{scoring}.jsonl"),
-                *live,
-            )
-            == 0
-        )
     with ResponseCache(tmp_path / "cache") as store:
         entries = list(store.entries())
     scoring_entries = [e for e in entries if e["request"].get("logprobs")]
     assert scoring_entries, "scoring requests ask for logprobs"
     assert all(e["meta"]["has_logprobs"] for e in scoring_entries), "llama.cpp returned them"
     assert all(e["meta"]["endpoint"] == f"127.0.0.1:{real_server.port}" for e in entries)
-    rows = [json.loads(x) for x in (tmp_path / "per-criterion.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in live["per-criterion"].decode().splitlines()]
     values = [v for r in rows for v in r["z"].values()]
     assert values and all(v is not None and 0.0 < v < 1.0 for v in values), "P(yes) from logprobs"
 
     # Replay: the server is never asked (an unreachable URL), the outputs are byte-identical.
-    offline = ["--cache", "replay", "--base-url", "http://127.0.0.1:9/v1", *cache]
-    assert (
-        ucsj(
-            "gen",
-            "--task",
-            "rag-faithfulness",
-            "--concepts",
-            "2",
-            "--questions",
-            "2",
-            "-o",
-            str(tmp_path / "c2.json"),
-            *offline,
-        )
-        == 0
+    replayed = gen_and_score(
+        tmp_path,
+        data,
+        ["--cache", "replay", "--base-url", "http://127.0.0.1:9/v1", *cache],
+        "replay",
     )
-    assert (tmp_path / "c2.json").read_bytes() == (tmp_path / "c.json").read_bytes()
-    for scoring in ("per-concept", "per-criterion"):
-        assert (
-            ucsj(
-                "score",
-                str(data),
-                "--criteria",
-                str(tmp_path / "c.json"),
-                "--scoring",
-                scoring,
-                "-o",
-                str(tmp_path / f"{scoring}.replay.jsonl"),
-                *offline,
-            )
-            == 0
-        )
-        assert (tmp_path / f"{scoring}.replay.jsonl").read_bytes() == (
-            tmp_path / f"{scoring}.jsonl"
-        ).read_bytes()
+    assert replayed == live
