@@ -86,20 +86,11 @@ def test_good_records_and_binary_only_commands(tmp_path, capsys):
             }
         )
     )
-    assert (
-        ucsj(
-            "score",
-            str(path),
-            "--criteria",
-            str(tmp_path / "c.json"),
-            "-o",
-            str(tmp_path / "s.jsonl"),
-            "--cache",
-            "replay",
-        )
-        == 2
-    )
-    assert "is pairwise: `score` supports binary tasks only" in capsys.readouterr().err
+    # scoring a pairwise sample scores both responses; judging it needs a pairwise method
+    assert ucsj("judge", str(path), "--method", "zero-shot", "--task", "multilingual-chat") == 2
+    err = capsys.readouterr().err
+    assert "zero-shot judges binary tasks only" in err
+    assert "ce-judge" in err
 
 
 def test_convert_mm_eval_balances_positions(tmp_path):
@@ -173,8 +164,9 @@ def test_a_judge_that_always_picks_the_first_position_scores_half():
     always_first_forward = ["a"] * 20
     always_first_backward = ["b"] * 20  # first position of the swapped pair is original b
     result = pairwise_metrics(gold, always_first_forward, always_first_backward)
-    assert result.accuracy == 0.5 and result.position_bias == 1.0 and result.consistent == 0.0
+    assert result.acc == 0.5 and result.position_bias == 1.0 and result.consistency == 0.0
+    assert result.acc_low == result.acc_high == 0.5  # every pair scores exactly half
     perfect = pairwise_metrics(gold, gold, gold)
-    assert perfect.accuracy == 1.0 and perfect.position_bias == 0.5 and perfect.consistent == 1.0
+    assert perfect.acc == 1.0 and perfect.position_bias == 0.5 and perfect.consistency == 1.0
     missing = pairwise_metrics(["a"], [None], ["a"])
-    assert missing.accuracy == 0.5  # no verdict counts as wrong
+    assert missing.acc == 0.5 and missing.error_rate == 0.5  # no verdict counts as wrong

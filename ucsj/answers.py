@@ -301,3 +301,31 @@ def _verdict_prob(completion: Completion, start: int, pred: int) -> float | None
 
 def _lead(text: str) -> int:
     return len(text) - len(text.lstrip(_STRIP))
+
+
+# -- pointwise scores and pairwise choices (CE-Judge's LitEval and MM-Eval settings) ------------
+
+_SCORE_LINE = re.compile(r"\bscore\s*[:=]\s*\**\s*(\d+)(?:\s*/\s*\d+)?", re.I)
+_CHOICE_LINE = re.compile(
+    r"(?:verdict|choice|answer|winner|better(?:\s+response)?)\s*[:=]\s*\**\s*"
+    r"(?:\[\s*)?(?:response|assistant)?\s*([AB])\b",
+    re.I,
+)
+
+
+def final_score(text: str, low: int, high: int) -> int | None:
+    """The integer of the last `Score: X` in the text, when it lies on the scale."""
+    matches = _SCORE_LINE.findall(text)
+    if not matches:
+        return None
+    value = int(matches[-1])
+    return value if low <= value <= high else None
+
+
+def final_choice(text: str) -> str | None:
+    """ "a" or "b" from the last `Verdict: A` / `Verdict: B` (or a bare last line "A"/"B")."""
+    matches = _CHOICE_LINE.findall(text)
+    if matches:
+        return matches[-1].lower()
+    last = next((line.strip(_STRIP) for line in reversed(text.splitlines()) if line.strip()), "")
+    return last.lower() if last in ("A", "B") else None

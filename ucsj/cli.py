@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import math
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from ucsj.demo import run_demo_in
 from ucsj.errors import EXIT_BACKEND, EXIT_INPUT, BackendError, GateFailed, InputError, UcsjError
 from ucsj.gen import GEN_MODES, generate_criteria
 from ucsj.io import dump_json_line, open_output, read_json_lines, write_json
+from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
 from ucsj.llm.cache import default_cache_dir
 from ucsj.llm.client import DEFAULT_MODEL
@@ -57,8 +57,12 @@ from ucsj.methods import (
 from ucsj.plots import plot_bars, plot_efficiency, plot_importance
 from ucsj.report import (
     ALL,
+    DETAIL_COLUMNS,
+    HEADLINE_TITLE,
     Report,
     build_report,
+    fmt,
+    headline,
     parse_gate,
     write_html,
     write_json_report,
@@ -70,13 +74,12 @@ from ucsj.tasks import Task, load_task
 from ucsj.transfer import (
     FEATURE_KINDS,
     MODULES,
+    TARGETS,
     ScoreRecord,
     fit_judge,
     is_scores_file,
-    load_judge,
     predict_records,
     read_scores,
-    save_judge,
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -408,7 +411,15 @@ def _scores_or_score(
     type=click.Choice(["auto", *MODULES]),
     default="auto",
     show_default=True,
-    help="Transfer module; auto picks by English validation BA.",
+    help="Transfer module; auto picks by the English validation metric (BA, Kendall's tau or "
+    "pairwise accuracy).",
+)
+@click.option(
+    "--target",
+    type=click.Choice(list(TARGETS.values())),
+    default=None,
+    help="What to learn: label (binary), score (pointwise, regression or ordinal) or "
+    "preference (pairwise, from s(a) - s(b)). [default: the gold field the scores carry]",
 )
 @click.option(
     "--features",
@@ -432,6 +443,7 @@ def fit(
     train_path: Path,
     criteria_path: Path | None,
     module: str,
+    target: str | None,
     features: str,
     task_spec: str | None,
     lang: str | None,
@@ -441,22 +453,28 @@ def fit(
 ) -> None:
     """Stage 3: train the transfer module on labelled (English) scores.
 
+    Binary tasks learn the label, pointwise tasks the score, pairwise tasks the preference.
+
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
     )
-    judge = fit_judge(records, criteria, module=module, features=features, source=str(train_path))
+    judge = fit_judge(
+        records, criteria, module=module, features=features, target=target, source=str(train_path)
+    )
     meta = judge["meta"]
-    if meta["validation_ba"]:
-        table = Table("module", "validation BA", title="English validation split")
-        for name, ba in meta["validation_ba"].items():
+    if meta["validation"]:
+        table = Table(
+            "module", f"validation {meta['validation_metric']}", title="English validation split"
+        )
+        for name, value in meta["validation"].items():
             mark = " <- chosen" if name == meta["module"] else ""
-            table.add_row(name, f"{ba:.3f}{mark}")
+            table.add_row(name, f"{fmt(value)}{mark}")
         console.out.print(table)
     save_judge(judge, output)
     console.info(
-        f"trained {meta['module']} on {meta['train_size']} samples "
+        f"trained {meta['module']} ({meta['target']}) on {meta['train_size']} samples "
         f"({', '.join(meta['train_langs'])}) -> {output}"
     )
 
@@ -508,7 +526,8 @@ def predict(
     "gates",
     multiple=True,
     help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
-    '"pass_rate[hi]>=0.9", "error_rate<=0.05". Exit 1 when one fails.',
+    '"pass_rate[hi]>=0.9", "error_rate<=0.05", "tau[de-en]>=0.3", "acc[fr/chat]>=0.7", '
+    '"position_bias<=0.6". Exit 1 when one fails.',
 )
 @click.option(
     "--max-error-rate",
@@ -535,7 +554,9 @@ def report(
     html_path: Path | None,
     figures: tuple[Path, ...],
 ) -> None:
-    """Balanced accuracy per language and method, with gates for CI.
+    """Quality per language and method, with gates for CI: balanced accuracy for binary
+    tasks, Kendall's tau per language pair for pointwise ones, accuracy over both orders with
+    position bias per language and subset for pairwise ones.
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
@@ -558,44 +579,37 @@ def report(
 
 
 def print_report(result: Report) -> None:
+    title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
-        table = Table("method", *result.langs, ALL, title="Balanced accuracy (* best per column)")
+        table = Table("method", *result.langs, ALL, title=f"{title} (* best per column)")
         for method in result.methods:
             cells = []
-            for lang in [*result.langs, ALL]:
-                m = result.table[method].get(lang)
-                star = "*" if m is not None and result.best(lang) == method else ""
-                cells.append("–" if m is None else f"{m.ba:.3f}{star}")
+            for group in [*result.langs, ALL]:
+                m = result.table[method].get(group)
+                star = "*" if m is not None and result.best(group) == method else ""
+                cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
             table.add_row(method, *cells)
         console.out.print(table)
+    details = DETAIL_COLUMNS[result.kind]
     for method in result.methods:
         table = Table(
-            "lang",
+            "group",
             "n",
-            "BA [95% CI]",
-            "acc",
-            "TPR",
-            "TNR",
-            "pass rate",
-            "unreadable",
-            "no verdict",
+            f"{result.headline} [95% CI]",
+            *(name for _, name in details),
             title=method,
         )
-        for lang in [*result.langs, ALL]:
-            m = result.table[method].get(lang)
+        for group in [*result.langs, *result.breakdowns, ALL]:
+            m = result.table[method].get(group)
             if m is None:
                 continue
             table.add_row(
-                lang,
+                group,
                 str(m.n),
-                f"{m.ba:.3f} [{m.ba_low:.3f}, {m.ba_high:.3f}]",
-                *(_fmt(v) for v in (m.acc, m.tpr, m.tnr, m.pass_rate, m.unreadable, m.error_rate)),
+                headline(result, m),
+                *(fmt(m.value(metric)) for metric, _ in details),
             )
         console.out.print(table)
-
-
-def _fmt(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.3f}"
 
 
 # -- analyses (UCS paper, section 5) -------------------------------------------------------------

@@ -29,6 +29,21 @@ class Sample:
     output_b: str | None = None  # pairwise tasks: the second response
     score: int | None = None  # pointwise tasks: the gold rating
     preference: str | None = None  # pairwise tasks: "a" or "b", the better response
+    groups: tuple[tuple[str, str], ...] = ()  # report breakdowns carried through (GROUP_FIELDS)
+
+    def gold(self, kind: str) -> dict[str, Any]:
+        """The gold field of the task kind, as scores and prediction records carry it."""
+        return {
+            "binary": {"label": self.label},
+            "pointwise": {"score": self.score},
+            "pairwise": {"preference": self.preference},
+        }[kind]
+
+
+# Optional record fields that reports break results down by: MM-Eval's subset (chat,
+# reasoning, ...) and LitEval's language pair (de-en, ...). They travel into scores and
+# predictions unchanged.
+GROUP_FIELDS = ("subset", "pair")
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,7 @@ class SampleFile:
         for sample in self._parse():
             hashes.append(_id_hash(sample.id))
             langs[sample.lang] = langs.get(sample.lang, 0) + 1
-            labelled += sample.label is not None
+            labelled += next(iter(sample.gold(self.task.kind).values())) is not None
         if not hashes:
             raise InputError("no records: the file is empty", path=str(self.path))
         if len(np.unique(np.frombuffer(hashes, dtype=np.uint64))) != len(hashes):
@@ -129,6 +144,7 @@ def sample_from_record(
         output_b=_text(record, fields.output_b, fail) if fields.output_b else None,
         score=_score(record, fields.score, task.scale, fail) if kind == "pointwise" else None,
         preference=_preference(record, fields.preference, fail) if kind == "pairwise" else None,
+        groups=_groups(record, fail),
     )
 
 
@@ -195,6 +211,18 @@ def _preference(record: dict[str, Any], name: str, fail: Any) -> str | None:
     if value not in ("a", "b"):
         raise fail(f'must be "a", "b" or null, got {value!r}', name)
     return value
+
+
+def _groups(record: dict[str, Any], fail: Any) -> tuple[tuple[str, str], ...]:
+    groups = []
+    for name in GROUP_FIELDS:
+        value = record.get(name)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise fail(f"must be a string, got {_type_name(value)}", name)
+        groups.append((name, value))
+    return tuple(groups)
 
 
 def _type_name(value: Any) -> str:

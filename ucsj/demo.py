@@ -16,11 +16,12 @@ import ucsj
 from ucsj.errors import BackendError, InputError
 from ucsj.gen import generate_criteria
 from ucsj.io import atomic_writer, dump_json_line
+from ucsj.judge_file import save_judge
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
 from ucsj.report import Report, build_report
 from ucsj.scoring import failure_message, score_file
 from ucsj.tasks import load_task
-from ucsj.transfer import fit_judge, predict_records, read_scores, save_judge
+from ucsj.transfer import fit_judge, predict_records, read_scores
 
 DEMO_LANGS = ("en", "fr", "de", "es", "hi")
 TRAIN_LANG = "en"

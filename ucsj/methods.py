@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ucsj.answers import final_verdict, numbered_answers, single_answer
+from ucsj.answers import final_choice, final_score, final_verdict, numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet
 from ucsj.data import Sample, SampleFile
 from ucsj.errors import InputError
@@ -23,9 +23,9 @@ from ucsj.gen import clean_item, complete_lines, parse_questions
 from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
-from ucsj.prompts import fence, numbered, render, sample_values
+from ucsj.prompts import fence, numbered, pair_block, render, sample_values
 from ucsj.scoring import in_order
-from ucsj.tasks import Task, require_binary
+from ucsj.tasks import Task
 from ucsj.transfer import ScoreRecord
 
 REASONING_TOKENS = 512  # a verdict after step-by-step reasoning
@@ -37,7 +37,8 @@ CHATEVAL_TURN_TOKENS = 128
 
 @dataclass(frozen=True)
 class Judgement:
-    pred: int | None  # 1 pass, 0 fail, None when no verdict could be read
+    # binary: 1 pass / 0 fail; pointwise: the score; pairwise: "a" or "b"; None: no verdict
+    pred: int | str | None
     prob: float | None  # P(pass) when the method gives one
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific values (item scores)
 
@@ -265,11 +266,11 @@ def fit_rocketeval_calibrator(rows: list[dict[str, Any]]) -> Any:
 # -- CE-Judge (checklist engineering) -------------------------------------------------------------
 
 
-async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
-    """CE-Judge: concepts of the input and of the output (1-4, English); both translated to
-    English; an output-to-input checklist (1-3 items, translated output + input concepts) and
-    an input-to-output one (1-6 items, translated input + output concepts); the judgment on the
-    untranslated texts with both checklists, the verdict on the last line."""
+async def ce_checklist(ctx: Context, sample: Sample) -> list[str]:
+    """CE-Judge's steps 1 and 2 for `sample.output`: concepts of the input and of the output
+    (1-4, English); both translated to English; an output-to-input checklist (1-3 items,
+    translated output + input concepts) and an input-to-output one (1-6 items, translated
+    input + output concepts), concatenated."""
     values = sample_values(ctx.task, sample)
     given = sample.input if sample.input is not None else "\n\n".join(sample.source)
     input_name = ctx.task.input_name if sample.input is not None else ctx.task.source_name
@@ -314,13 +315,70 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
         checklist(output_name, out_en, input_name, in_concepts, CEJUDGE_OI_ITEMS),
         checklist(input_name, in_en, output_name, out_concepts, CEJUDGE_IO_ITEMS),
     )
-    items = out_to_in + in_to_out
+    return out_to_in + in_to_out
+
+
+async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
+    """CE-Judge: the checklist, then the judgment on the untranslated texts. Binary tasks end
+    with a verdict line, pointwise ones with `Score: X` on the task's scale after a scoring
+    guide, pairwise ones with `Verdict: A` or `B`, asked in both orders."""
+    if ctx.task.kind == "pairwise":
+        return await _ce_judge_pair(ctx, sample)
+    checklist = numbered(await ce_checklist(ctx, sample)) or "(empty)"
+    values = sample_values(ctx.task, sample)
+    if ctx.task.kind == "pointwise":
+        low, high = ctx.task.scale
+        reply = await ctx.ask(
+            render(
+                "cejudge_judgment_pointwise",
+                checklist=checklist,
+                guide=ctx.task.guide(),
+                low=str(low),
+                high=str(high),
+                **values,
+            ),
+            REASONING_TOKENS,
+            logprobs=False,
+        )
+        return Judgement(final_score(reply.text, low, high), None)
     reply = await ctx.ask(
-        render("cejudge_judgment", checklist=numbered(items) or "(empty)", **values),
+        render("cejudge_judgment", checklist=checklist, **values),
         REASONING_TOKENS,
         logprobs=False,
     )
     return _verdict_judgement(reply)
+
+
+async def _ce_judge_pair(ctx: Context, sample: Sample) -> Judgement:
+    """Each response gets its own checklist; the pair is judged as given and swapped, the
+    swapped verdict mapped back to the original positions (`pred_swapped`)."""
+    first, second = sample.output, sample.output_b or ""
+    lists = await asyncio.gather(
+        ce_checklist(ctx, replace(sample, output=first)),
+        ce_checklist(ctx, replace(sample, output=second)),
+    )
+    checklists = [numbered(items) or "(empty)" for items in lists]
+
+    async def choose(order: tuple[int, int]) -> str | None:
+        texts = (first, second)
+        reply = await ctx.ask(
+            render(
+                "cejudge_judgment_pairwise",
+                question=ctx.task.question,
+                pair=pair_block(ctx.task, sample, texts[order[0]], texts[order[1]]),
+                checklist_a=checklists[order[0]],
+                checklist_b=checklists[order[1]],
+            ),
+            REASONING_TOKENS,
+            logprobs=False,
+        )
+        return final_choice(reply.text)
+
+    forward, backward = await asyncio.gather(choose((0, 1)), choose((1, 0)))
+    return Judgement(forward, None, {"pred_swapped": SWAP.get(backward or "")})
+
+
+SWAP = {"a": "b", "b": "a"}
 
 
 MethodFn = Callable[[Context, Sample], Awaitable[Judgement]]
@@ -335,27 +393,56 @@ METHODS: dict[str, MethodFn] = {
     "ce-judge": ce_judge,
 }
 THRESHOLD_METHODS = ("rocketeval", "checkeval")
+# Task kinds each method judges; the others ask a yes/no question.
+METHOD_KINDS = {name: ("binary",) for name in METHODS} | {
+    "ce-judge": ("binary", "pointwise", "pairwise")
+}
+
+
+def check_method(method: str, task: Task) -> None:
+    if method not in METHODS:
+        raise InputError(f"--method must be one of {', '.join(METHODS)}")
+    if task.kind not in METHOD_KINDS[method]:
+        able = [m for m, kinds in METHOD_KINDS.items() if task.kind in kinds]
+        raise InputError(
+            f"task '{task.name}' is {task.kind}: {method} judges binary tasks only; "
+            f"for {task.kind} tasks use {', '.join(able)} (or UCS: score, fit, predict)"
+        )
 
 
 # -- running a method over a data file -----------------------------------------------------------
 
 
 async def judge_sample(ctx: Context, method: str, sample: Sample) -> dict[str, Any]:
+    kind = ctx.task.kind
     row: dict[str, Any] = {
         "id": sample.id,
         "lang": sample.lang,
-        "label": sample.label,
+        **sample.gold(kind),
+        **dict(sample.groups),
         "method": method,
     }
+    # binary rows carry P(pass); pairwise rows the verdict of the swapped order as well
+    empty = {"binary": {"prob": None}, "pairwise": {"pred_swapped": None}}.get(kind, {})
     try:
         judgement = await METHODS[method](ctx, sample)
     except RequestFailed as exc:
-        return {**row, "prob": None, "pred": None, "unreadable": 1.0, "error": str(exc)}
-    prob = None if judgement.prob is None else round(judgement.prob, 6)
-    row.update(prob=prob, pred=judgement.pred, unreadable=float(judgement.pred is None))
+        return {**row, **empty, "pred": None, "unreadable": 1.0, "error": str(exc)}
+    if kind == "binary":
+        row["prob"] = None if judgement.prob is None else round(judgement.prob, 6)
+    row["pred"] = judgement.pred
+    if kind == "pairwise":
+        row["pred_swapped"] = judgement.extra["pred_swapped"]
+    verdicts = [row["pred"], row.get("pred_swapped", row["pred"])]
+    row["unreadable"] = sum(v is None for v in verdicts) / 2
     for key, value in judgement.extra.items():
-        row[key] = [None if v is None else round(v, 6) for v in value]
+        if key != "pred_swapped":
+            row[key] = _rounded(value)
     return row
+
+
+def _rounded(values: list[float | None]) -> list[float | None]:
+    return [None if v is None else round(v, 6) for v in values]
 
 
 @dataclass
@@ -385,9 +472,7 @@ def _run(
     on_validated: Callable[[int], None] | None = None,
 ) -> None:
     """Judge every sample of `data` in input order, handing each row to `sink`."""
-    if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}")
-    require_binary(task, "judge")
+    check_method(method, task)
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:

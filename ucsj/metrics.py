@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 42
+ALL = "all"  # the group pooled over languages
 
 
 def balanced_accuracy(
@@ -20,23 +22,26 @@ def balanced_accuracy(
     return float(np.mean(recalls)) if recalls else float("nan")
 
 
-def bootstrap_interval(
-    y_true: np.ndarray,
-    y_pred: np.ndarray,
+def bootstrap(
+    n: int,
+    statistic: Callable[[np.ndarray], float],
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
-    """95% percentile interval of balanced accuracy over resampled samples."""
-    rng = np.random.default_rng(seed)
-    n = len(y_true)
+    """95% percentile interval of `statistic(indices)` over `samples` resamples of n items."""
     if n == 0:
         return float("nan"), float("nan")
-    stats = []
-    for _ in range(samples):
-        idx = rng.integers(0, n, n)
-        stats.append(balanced_accuracy(y_true[idx], y_pred[idx]))
+    rng = np.random.default_rng(seed)
+    stats = [statistic(rng.integers(0, n, n)) for _ in range(samples)]
+    if all(math.isnan(v) for v in stats):
+        return float("nan"), float("nan")
     low, high = np.nanpercentile(stats, [2.5, 97.5])
     return float(low), float(high)
+
+
+def bootstrap_interval(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[float, float]:
+    """95% percentile interval of balanced accuracy over resampled samples."""
+    return bootstrap(len(y_true), lambda idx: balanced_accuracy(y_true[idx], y_pred[idx]))
 
 
 @dataclass(frozen=True)
@@ -97,44 +102,83 @@ def kendall_tau(gold: Sequence[float], predicted: Sequence[float]) -> float:
     return float(kendalltau(gold, predicted).statistic)
 
 
-def kendall_interval(
-    gold: Sequence[float],
-    predicted: Sequence[float],
-    samples: int = BOOTSTRAP_SAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float]:
+def kendall_interval(gold: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
     """95% percentile bootstrap interval of Kendall's tau."""
     g, p = np.asarray(gold, dtype=float), np.asarray(predicted, dtype=float)
-    rng = np.random.default_rng(seed)
-    stats = [
-        kendall_tau(g[idx], p[idx])
-        for idx in (rng.integers(0, len(g), len(g)) for _ in range(samples))
-    ]
-    low, high = np.nanpercentile(stats, [2.5, 97.5]) if len(g) > 1 else (np.nan, np.nan)
-    return float(low), float(high)
+    if len(g) < 2:
+        return float("nan"), float("nan")
+    return bootstrap(len(g), lambda idx: kendall_tau(g[idx], p[idx]))
+
+
+@dataclass(frozen=True)
+class PointwiseMetrics:
+    group: str  # a language pair, a language or "all"
+    n: int
+    tau: float  # Kendall's tau-b between gold and predicted scores
+    tau_low: float
+    tau_high: float
+    error_rate: float  # share of samples with no score; they are left out of tau
+
+    def value(self, metric: str) -> float:
+        return float(getattr(self, metric))
+
+
+def pointwise_metrics(
+    group: str, gold: Sequence[int], predicted: Sequence[float | None]
+) -> PointwiseMetrics:
+    """Kendall's tau over the samples that have a predicted score."""
+    scored = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
+    g = [pair[0] for pair in scored]
+    p = [pair[1] for pair in scored]
+    low, high = kendall_interval(g, p)
+    n = len(gold)
+    return PointwiseMetrics(
+        group, n, kendall_tau(g, p), low, high, (n - len(scored)) / n if n else float("nan")
+    )
 
 
 @dataclass(frozen=True)
 class PairwiseMetrics:
+    group: str  # a language, a subset, "lang/subset" or "all"
     n: int
-    accuracy: float  # over both orders: a pair counts half for each order judged right
-    consistent: float  # share of pairs judged the same way in both orders
-    position_bias: float  # share of verdicts that pick the first position
+    acc: float  # over both orders: a pair counts half for each order judged right
+    acc_low: float
+    acc_high: float
+    consistency: float  # share of pairs judged the same way in both orders
+    position_bias: float  # share of verdicts that pick the first position (0.5: none)
+    error_rate: float  # share of verdicts missing (counted as wrong)
+
+    def value(self, metric: str) -> float:
+        return float(getattr(self, metric))
 
 
 def pairwise_metrics(
-    preferences: Sequence[str], forward: Sequence[str | None], backward: Sequence[str | None]
+    preferences: Sequence[str],
+    forward: Sequence[str | None],
+    backward: Sequence[str | None],
+    group: str = ALL,
 ) -> PairwiseMetrics:
     """`forward` judged (a, b) as given; `backward` the same pair swapped, its verdict
     already mapped back to the original labels. A missing verdict counts as wrong."""
     n = len(preferences)
+    nan = float("nan")
     if n == 0:
-        return PairwiseMetrics(0, float("nan"), float("nan"), float("nan"))
-    right = sum((f == g) + (b == g) for g, f, b in zip(preferences, forward, backward, strict=True))
+        return PairwiseMetrics(group, 0, nan, nan, nan, nan, nan, nan)
+    right = np.asarray(
+        [((f == g) + (b == g)) / 2 for g, f, b in zip(preferences, forward, backward, strict=True)]
+    )
+    low, high = bootstrap(n, lambda idx: float(np.mean(right[idx])))
     consistent = sum(f is not None and f == b for f, b in zip(forward, backward, strict=True))
     # in the swapped order, original "b" sits first
     first = sum(f == "a" for f in forward) + sum(b == "b" for b in backward)
     verdicts = sum(f is not None for f in forward) + sum(b is not None for b in backward)
     return PairwiseMetrics(
-        n, right / (2 * n), consistent / n, first / verdicts if verdicts else float("nan")
+        group,
+        n,
+        float(np.mean(right)),
+        low,
+        high,
+        consistent / n,
+        first / verdicts if verdicts else nan,
+        1 - verdicts / (2 * n),
     )

@@ -14,13 +14,50 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
-from ucsj.metrics import LanguageMetrics, language_metrics
+from ucsj.metrics import (
+    ALL,
+    LanguageMetrics,
+    PairwiseMetrics,
+    PointwiseMetrics,
+    language_metrics,
+    pairwise_metrics,
+    pointwise_metrics,
+)
 
-METRICS = ("ba", "acc", "tpr", "tnr", "pass_rate", "unreadable", "error_rate", "n")
-ALL = "all"  # pooled over languages
+# What a report measures, by the kind of task its predictions come from.
+KIND_METRICS = {
+    "binary": ("ba", "acc", "tpr", "tnr", "pass_rate", "unreadable", "error_rate", "n"),
+    "pointwise": ("tau", "error_rate", "n"),
+    "pairwise": ("acc", "consistency", "position_bias", "error_rate", "n"),
+}
+HEADLINE = {"binary": "ba", "pointwise": "tau", "pairwise": "acc"}
+HEADLINE_TITLE = {
+    "binary": "Balanced accuracy",
+    "pointwise": "Kendall's tau",
+    "pairwise": "Pairwise accuracy over both orders",
+}
+# The other columns of the console table per method: (metric, heading).
+DETAIL_COLUMNS = {
+    "binary": (
+        ("acc", "acc"),
+        ("tpr", "TPR"),
+        ("tnr", "TNR"),
+        ("pass_rate", "pass rate"),
+        ("unreadable", "unreadable"),
+        ("error_rate", "no verdict"),
+    ),
+    "pointwise": (("error_rate", "no score"),),
+    "pairwise": (
+        ("consistency", "same both orders"),
+        ("position_bias", "picks first"),
+        ("error_rate", "no verdict"),
+    ),
+}
+METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
+GOLD = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
 _GATE = re.compile(
-    r"^\s*([a-z_]+)\s*(?:\[\s*([a-z]{2}|all)\s*\])?\s*(>=|<=|>|<|==)\s*"
-    r"([0-9]*\.?[0-9]+)\s*$"
+    r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
+    r"(-?[0-9]*\.?[0-9]+)\s*$"
 )
 _OPS = {
     ">=": lambda a, b: a >= b,
@@ -29,13 +66,14 @@ _OPS = {
     "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
 }
+Metrics = LanguageMetrics | PointwiseMetrics | PairwiseMetrics
 
 
 @dataclass(frozen=True)
 class Gate:
     text: str
     metric: str
-    lang: str | None  # None: every language
+    group: str | None  # a language, pair, subset, "lang/subset" or "all"; None: every language
     op: str
     threshold: float
 
@@ -44,58 +82,84 @@ def parse_gate(text: str) -> Gate:
     match = _GATE.match(text)
     if not match or match.group(1) not in METRICS:
         raise InputError(
-            f"bad --gate '{text}': expected METRIC[LANG]>=VALUE with METRIC one of "
-            f'{", ".join(METRICS)}, e.g. "ba>=0.75" or "ba[fr]>=0.8"'
+            f"bad --gate '{text}': expected METRIC[GROUP]>=VALUE with METRIC one of "
+            f'{", ".join(METRICS)}, e.g. "ba>=0.75", "ba[fr]>=0.8", "tau[de-en]>=0.3" or '
+            '"acc[fr/chat]>=0.7"'
         )
-    metric, lang, op, value = match.groups()
-    return Gate(text.strip(), metric, lang, op, float(value))
+    metric, group, op, value = match.groups()
+    return Gate(text.strip(), metric, group, op, float(value))
 
 
 @dataclass(frozen=True)
 class GateResult:
     gate: Gate
     method: str
-    lang: str
+    group: str
     value: float
     passed: bool
 
     def line(self) -> str:
         verdict = "passed" if self.passed else "FAILED"
         return (
-            f"gate {verdict}: {self.gate.text} for {self.method} [{self.lang}]: "
+            f"gate {verdict}: {self.gate.text} for {self.method} [{self.group}]: "
             f"{self.gate.metric} = {self.value:.4g}"
         )
 
 
 @dataclass
 class Report:
+    kind: str  # binary, pointwise or pairwise
     methods: list[str]
-    langs: list[str]
-    table: dict[str, dict[str, LanguageMetrics]]  # method -> lang -> metrics (ALL included)
+    langs: list[str]  # the main groups: languages, or language pairs for pointwise
+    breakdowns: list[str]  # further groups: pairwise subsets and language/subset
+    table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL included)
     gates: list[GateResult]
+
+    @property
+    def headline(self) -> str:
+        return HEADLINE[self.kind]
 
     @property
     def failed_gates(self) -> list[GateResult]:
         return [g for g in self.gates if not g.passed]
 
-    def best(self, lang: str) -> str | None:
-        scores = {m: self.table[m][lang].ba for m in self.methods if lang in self.table[m]}
+    def best(self, group: str) -> str | None:
+        scores = {
+            m: self.table[m][group].value(self.headline)
+            for m in self.methods
+            if group in self.table[m]
+        }
         scores = {m: v for m, v in scores.items() if not math.isnan(v)}
         return max(scores, key=scores.__getitem__) if scores else None
 
 
-def read_predictions(paths: list[Path]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """method -> lang -> rows, from one or more prediction files."""
-    grouped: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+def row_kind(row: dict[str, Any]) -> str:
+    """Pairwise rows carry a `preference`, pointwise rows a `score`; the rest are binary."""
+    return "pairwise" if "preference" in row else "pointwise" if "score" in row else "binary"
+
+
+def read_predictions(paths: list[Path]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """The task kind and method -> rows, from one or more prediction files of one kind."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    kind: str | None = None
     for path in paths:
         count = 0
         for line, row in read_json_lines(path):
             _check_prediction(row, str(path), line)
-            grouped[row["method"]][row["lang"]].append(row)
+            if kind is None:
+                kind = row_kind(row)
+            elif row_kind(row) != kind:
+                raise InputError(
+                    f"a {row_kind(row)} prediction among {kind} ones: report one kind of task "
+                    "at a time",
+                    path=str(path),
+                    line=line,
+                )
+            grouped[row["method"]].append(row)
             count += 1
         if not count:
             raise InputError("no predictions: the file is empty", path=str(path))
-    return grouped
+    return kind or "binary", grouped
 
 
 def _check_prediction(row: Any, path: str, line: int) -> None:
@@ -109,44 +173,109 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
                 line=line,
                 field=name,
             )
-    if row.get("pred") not in (None, 0, 1):
+    kind = row_kind(row)
+    if kind == "pairwise" and "pred_swapped" not in row:
         raise InputError(
-            f"must be 0, 1 or null, got {row.get('pred')!r}", path=path, line=line, field="pred"
+            "pairwise predictions need the verdict of both orders ('pred' and 'pred_swapped')",
+            path=path,
+            line=line,
+            field="pred_swapped",
         )
-    if row.get("label") not in (None, 0, 1):
-        raise InputError(
-            f"must be 0, 1 or null, got {row.get('label')!r}", path=path, line=line, field="label"
-        )
+    for name in {
+        "binary": ("pred", "label"),
+        "pointwise": ("pred", "score"),
+        "pairwise": (
+            "pred",
+            "pred_swapped",
+            "preference",
+        ),
+    }[kind]:
+        value = row.get(name)
+        if not _valid(kind, name, value):
+            expected = {
+                "binary": "0, 1 or null",
+                "pointwise": "a number or null",
+                "pairwise": '"a", "b" or null',
+            }[kind]
+            raise InputError(f"must be {expected}, got {value!r}", path=path, line=line, field=name)
+
+
+def _valid(kind: str, name: str, value: Any) -> bool:
+    if value is None:
+        return True
+    if kind == "binary":
+        return value in (0, 1) and not isinstance(value, float)
+    if kind == "pointwise":
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and (name == "pred" or isinstance(value, int)) and math.isfinite(value)
+    return value in ("a", "b")
 
 
 def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
-    grouped = read_predictions(paths)
-    table: dict[str, dict[str, LanguageMetrics]] = {}
-    langs: set[str] = set()
-    for method, by_lang in grouped.items():
-        table[method] = {}
-        pooled: list[dict[str, Any]] = []
-        for lang, rows in sorted(by_lang.items()):
-            labelled = [r for r in rows if r.get("label") is not None]
-            if not labelled:
+    kind, grouped = read_predictions(paths)
+    table: dict[str, dict[str, Metrics]] = {}
+    main: set[str] = set()
+    breakdowns: set[str] = set()
+    for method, rows in grouped.items():
+        labelled = [r for r in rows if r.get(GOLD[kind]) is not None]
+        groups = _groups(kind, labelled)
+        table[method] = {name: _metrics(kind, name, members) for name, members in groups.items()}
+        for name in groups:
+            if name == ALL:
                 continue
-            table[method][lang] = _metrics(lang, labelled)
-            pooled += labelled
-            langs.add(lang)
-        if pooled:
-            table[method][ALL] = _metrics(ALL, pooled)
-    if not langs:
-        raise InputError("no labelled predictions: report needs gold labels to measure quality")
-    ordered_langs = sorted(langs, key=lambda lang: (lang != "en", lang))
-    methods = list(table)
-    report = Report(methods, ordered_langs, table, [])
+            (main if _is_main(kind, name, labelled) else breakdowns).add(name)
+    if not main:
+        raise InputError(
+            f"no predictions with a gold '{GOLD[kind]}': report needs gold values to measure "
+            "quality"
+        )
+    report = Report(
+        kind,
+        list(table),
+        sorted(main, key=lambda g: (g != "en", g)),
+        sorted(breakdowns, key=lambda g: ("/" in g, g)),
+        table,
+        [],
+    )
     report.gates = check_gates(report, gates or [])
     return report
 
 
-def _metrics(lang: str, rows: list[dict[str, Any]]) -> LanguageMetrics:
+def _group_keys(kind: str, row: dict[str, Any]) -> list[str]:
+    if kind == "pointwise":
+        return [row.get("pair") or row["lang"]]
+    keys = [row["lang"]]
+    if kind == "pairwise" and row.get("subset"):
+        keys += [row["subset"], f"{row['lang']}/{row['subset']}"]
+    return keys
+
+
+def _is_main(kind: str, name: str, rows: list[dict[str, Any]]) -> bool:
+    return any(_group_keys(kind, r)[0] == name for r in rows)
+
+
+def _groups(kind: str, rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        for key in _group_keys(kind, row):
+            groups[key].append(row)
+    if rows:
+        groups[ALL] = rows
+    return dict(sorted(groups.items()))
+
+
+def _metrics(kind: str, group: str, rows: list[dict[str, Any]]) -> Metrics:
+    if kind == "pointwise":
+        return pointwise_metrics(group, [r["score"] for r in rows], [r.get("pred") for r in rows])
+    if kind == "pairwise":
+        return pairwise_metrics(
+            [r["preference"] for r in rows],
+            [r.get("pred") for r in rows],
+            [r.get("pred_swapped") for r in rows],
+            group,
+        )
     return language_metrics(
-        lang,
+        group,
         [r["label"] for r in rows],
         [r.get("pred") for r in rows],
         [float(r.get("unreadable") or 0.0) for r in rows],
@@ -156,42 +285,61 @@ def _metrics(lang: str, rows: list[dict[str, Any]]) -> LanguageMetrics:
 def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
     results = []
     for gate in gates:
+        if gate.metric not in KIND_METRICS[report.kind]:
+            raise InputError(
+                f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
+                f"use one of {', '.join(KIND_METRICS[report.kind])}"
+            )
         for method in report.methods:
-            langs = [gate.lang] if gate.lang else report.langs
-            for lang in langs:
-                metrics = report.table[method].get(lang)
+            groups = [gate.group] if gate.group else report.langs
+            for group in groups:
+                metrics = report.table[method].get(group)
                 if metrics is None:
                     raise InputError(
-                        f"--gate '{gate.text}': no labelled predictions for "
-                        f"language '{lang}' of method '{method}'"
+                        f"--gate '{gate.text}': no predictions with gold values for "
+                        f"'{group}' from method '{method}'"
                     )
                 value = metrics.value(gate.metric)
                 passed = not math.isnan(value) and _OPS[gate.op](value, gate.threshold)
-                results.append(GateResult(gate, method, lang, value, passed))
+                results.append(GateResult(gate, method, group, value, passed))
     return results
 
 
 # -- outputs ----------------------------------------------------------------------------------
 
 
+def headline(report: Report, metrics: Metrics) -> str:
+    """The headline metric with its 95% interval, e.g. "0.812 [0.700, 0.900]"."""
+    name = report.headline
+    low, high = metrics.value(f"{name}_low"), metrics.value(f"{name}_high")
+    return f"{fmt(metrics.value(name))} [{fmt(low)}, {fmt(high)}]"
+
+
+def fmt(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3f}"
+
+
 def to_json(report: Report) -> dict[str, Any]:
-    def clean(m: LanguageMetrics) -> dict[str, Any]:
+    def clean(m: Metrics) -> dict[str, Any]:
         return {
             k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(m).items()
         }
 
     return {
         "format": "ucsj.report/1",
+        "kind": report.kind,
+        "headline": report.headline,
         "languages": report.langs,
+        "breakdowns": report.breakdowns,
         "methods": {
-            m: {lang: clean(v) for lang, v in report.table[m].items()} for m in report.methods
+            m: {group: clean(v) for group, v in report.table[m].items()} for m in report.methods
         },
-        "best": {lang: report.best(lang) for lang in [*report.langs, ALL]},
+        "best": {group: report.best(group) for group in [*report.langs, ALL]},
         "gates": [
             {
                 "gate": g.gate.text,
                 "method": g.method,
-                "lang": g.lang,
+                "group": g.group,
                 "value": None if math.isnan(g.value) else g.value,
                 "passed": g.passed,
             }
@@ -212,19 +360,19 @@ def write_junit(report: Report, path: Path) -> None:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
     for method in report.methods:
         cases = []
-        for lang in report.langs:
-            m = report.table[method].get(lang)
+        for group in report.langs:
+            m = report.table[method].get(group)
             if m is None:
                 continue
+            name = f"{group}: n={m.n} {report.headline}={m.value(report.headline):.4f}"
             cases.append(
-                f"    <testcase classname={quoteattr('ucsj.' + method)} "
-                f"name={quoteattr(f'{lang}: n={m.n} ba={m.ba:.4f}')}/>"
+                f"    <testcase classname={quoteattr('ucsj.' + method)} name={quoteattr(name)}/>"
             )
         for g in (g for g in report.gates if g.method == method):
             body = "" if g.passed else f"<failure message={quoteattr(g.line())}/>"
             cases.append(
                 f"    <testcase classname={quoteattr('ucsj.' + method + '.gates')} "
-                f"name={quoteattr(f'{g.gate.text} [{g.lang}]')}>{body}</testcase>"
+                f"name={quoteattr(f'{g.gate.text} [{g.group}]')}>{body}</testcase>"
             )
         failures = sum(1 for g in report.gates if g.method == method and not g.passed)
         lines.append(
@@ -258,7 +406,8 @@ def write_html(report: Report, path: Path, figures: list[Path] | None = None) ->
                 cells.append("<td>–</td>")
                 continue
             best = report.best(lang) == method and len(report.methods) > 1
-            text = f"{m.ba:.3f}<br><small>[{m.ba_low:.3f}, {m.ba_high:.3f}] n={m.n}</small>"
+            value, interval = headline(report, m).split(" ", 1)
+            text = f"{value}<br><small>{interval} n={m.n}</small>"
             cells.append(f"<td class={'best' if best else 'plain'}>{text}</td>")
         rows.append(f"<tr><th>{escape(method)}</th>{''.join(cells)}</tr>")
     gates = (
@@ -273,8 +422,8 @@ def write_html(report: Report, path: Path, figures: list[Path] | None = None) ->
 <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-weight:bold;
 background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
-<h1>ucsj report</h1><p>Balanced accuracy per language (95% bootstrap interval); best per column
-in bold.</p>
+<h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); best
+per column in bold.</p>
 <table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>
 <h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import numbered, render, sample_values
-from ucsj.tasks import Task, require_binary
+from ucsj.tasks import Task
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
 # A scoring response cut off at max_tokens is still the model's deterministic answer to the
@@ -115,9 +115,21 @@ class ScoreSummary:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (sample id, reason)
 
 
-async def score_sample(
+@dataclass
+class ScoredOutput:
+    """One output's criterion answers: z, the raw answers, their cache keys and failures."""
+
+    z: dict[str, float | None]
+    answers: dict[str, str | None]
+    keys: dict[str, str]  # each answer's cache entry
+    usage: dict[str, int]
+    errors: list[str]
+
+
+async def score_output(
     client: LLMClient, task: Task, criteria: CriteriaSet, sample: Sample, scoring: str
-) -> dict[str, Any]:
+) -> ScoredOutput:
+    """Answer every question about `sample.output`."""
     calls = plan_calls(task, criteria, sample, scoring, client.settings.model)
     # Hits are read synchronously: a replayed run then creates no task per call.
     results: list[Any] = [client.cached(c.request) for c in calls]
@@ -129,35 +141,67 @@ async def score_sample(
         )
         for i, result in zip(missing, fetched, strict=True):
             results[i] = result
-    z: dict[str, float | None] = {q.id: None for q in criteria.questions}
-    answers: dict[str, str | None] = {}
-    usage = {"calls": len(calls), "prompt_tokens": 0, "completion_tokens": 0}
-    errors = []
+    scored = ScoredOutput(
+        z={q.id: None for q in criteria.questions},
+        answers={},
+        keys={call.name: call.request.key for call in calls},
+        usage={"calls": len(calls), "prompt_tokens": 0, "completion_tokens": 0},
+        errors=[],
+    )
     for call, result in zip(calls, results, strict=True):
         if isinstance(result, RequestFailed):
-            errors.append(f"{call.name}: {result}")
-            answers[call.name] = None
+            scored.errors.append(f"{call.name}: {result}")
+            scored.answers[call.name] = None
             continue
         if isinstance(result, BaseException):
             raise result  # a cache miss in replay mode or a bug: stop the run
-        answers[call.name] = result.text
+        scored.answers[call.name] = result.text
         for key in ("prompt_tokens", "completion_tokens"):
-            usage[key] += result.usage.get(key, 0)
+            scored.usage[key] += result.usage.get(key, 0)
         for question, value in zip(call.questions, call_values(call, result), strict=True):
-            z[question.id] = None if value is None else round(value, 6)
+            scored.z[question.id] = None if value is None else round(value, 6)
+    return scored
+
+
+async def score_sample(
+    client: LLMClient, task: Task, criteria: CriteriaSet, sample: Sample, scoring: str
+) -> dict[str, Any]:
+    """The scores record of one sample. A pairwise sample's responses are scored each on its
+    own, the second into `z_b`, `s_b`, `answers_b` and `keys_b`."""
+    outputs = {"": sample.output}
+    if task.kind == "pairwise" and sample.output_b is not None:
+        outputs["_b"] = sample.output_b
+    results = await asyncio.gather(
+        *(
+            score_output(client, task, criteria, replace(sample, output=text), scoring)
+            for text in outputs.values()
+        )
+    )
+    scored = dict(zip(outputs, results, strict=True))
     record: dict[str, Any] = {
         "id": sample.id,
         "lang": sample.lang,
-        "label": sample.label,
+        **sample.gold(task.kind),
+        **dict(sample.groups),
         "criteria": criteria.fingerprint,
         "model": client.settings.model,
         "scoring": scoring,
-        "z": z,
-        "s": concept_means(criteria, z),
-        "answers": answers,
-        "keys": {call.name: call.request.key for call in calls},  # each answer's cache entry
-        "usage": usage,
     }
+    for suffix, out in scored.items():
+        record[f"z{suffix}"] = out.z
+        record[f"s{suffix}"] = concept_means(criteria, out.z)
+    for suffix, out in scored.items():
+        record[f"answers{suffix}"] = out.answers
+        record[f"keys{suffix}"] = out.keys
+    record["usage"] = {
+        key: sum(out.usage[key] for out in scored.values())
+        for key in ("calls", "prompt_tokens", "completion_tokens")
+    }
+    errors = [
+        f"{'response b ' if suffix else ''}{e}"
+        for suffix, out in scored.items()
+        for e in out.errors
+    ]
     if errors:
         record["error"] = "; ".join(errors)
     return record
@@ -211,7 +255,6 @@ def score_file(
     """
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
-    require_binary(task, "score")
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:
@@ -237,8 +280,9 @@ def _tally(summary: ScoreSummary, record: dict[str, Any]) -> None:
     if "error" in record:
         summary.failed += 1
         summary.failures.append((record["id"], record["error"]))
-    summary.values += len(record["z"])
-    summary.unreadable += sum(v is None for v in record["z"].values())
+    for z in (record["z"], record.get("z_b", {})):
+        summary.values += len(z)
+        summary.unreadable += sum(v is None for v in z.values())
 
 
 def failure_message(summary: ScoreSummary) -> str:

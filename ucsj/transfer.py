@@ -1,39 +1,52 @@
-"""Stage 3: a light classifier trained on English scores, applied unchanged to other languages.
+"""Stage 3: a light model trained on English scores, applied unchanged to other languages.
 
-The six transfer modules and their hyperparameters follow the UCS paper, appendix A.3.
+Three targets, one per task kind:
+- `label` (binary): the six classifiers of the UCS paper, appendix A.3, on s(x) or z(x).
+- `score` (pointwise): the same six modules as regressors on s(x), predicting a score on the
+  training scale; `logreg` is ordinal, the expected score under a multinomial over the scale.
+- `preference` (pairwise): the six classifiers on the difference s(a) - s(b), trained on both
+  orders of every pair so that no response position is favoured.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import ClassifierMixin
-from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.neural_network import MLPClassifier
-from sklearn.svm import SVC
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.svm import SVC, SVR
 
 from ucsj import __version__
 from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
 from ucsj.io import read_json_lines
-from ucsj.metrics import balanced_accuracy
+from ucsj.judge_file import JUDGE_FORMAT
+from ucsj.metrics import balanced_accuracy, kendall_tau
 
 RANDOM_STATE = 42
 IMPUTE = 0.5  # an unreadable answer carries no evidence either way
 VALIDATION_SHARE = 0.25
-JUDGE_FORMAT = "ucsj.judge/1"
 FEATURE_KINDS = ("concept", "criterion")
+# The gold field each task kind's scores carry, which is what `fit` learns.
+TARGETS = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
 
 # Appendix A.3 of the UCS paper, all in one place. Order breaks ties in --module auto.
-MODULES: dict[str, Callable[[], ClassifierMixin]] = {
+MODULES: dict[str, Callable[[], BaseEstimator]] = {
     "mlp": lambda: MLPClassifier(
         hidden_layer_sizes=(32,), learning_rate_init=0.01, max_iter=2000, random_state=RANDOM_STATE
     ),
@@ -51,6 +64,22 @@ MODULES: dict[str, Callable[[], ClassifierMixin]] = {
     ),
     "knn": lambda: KNeighborsClassifier(n_neighbors=5),
 }
+# The same modules for a score: A.3's sizes and rates where they carry over to regression,
+# scikit-learn's defaults where A.3 has no counterpart (SVR's C and epsilon). The paper's
+# logistic regression stays a classifier over the scale's values; its expected value is the
+# prediction, which keeps the order of the scale (an ordinal reading).
+SCORE_MODULES: dict[str, Callable[[], BaseEstimator]] = {
+    "mlp": lambda: MLPRegressor(
+        hidden_layer_sizes=(32,), learning_rate_init=0.01, max_iter=2000, random_state=RANDOM_STATE
+    ),
+    "logreg": lambda: LogisticRegression(C=0.1, max_iter=2000, random_state=RANDOM_STATE),
+    "svm": lambda: SVR(gamma="scale"),
+    "rf": lambda: RandomForestRegressor(n_estimators=200, max_depth=10, random_state=RANDOM_STATE),
+    "gb": lambda: GradientBoostingRegressor(
+        n_estimators=100, max_depth=5, learning_rate=0.1, random_state=RANDOM_STATE
+    ),
+    "knn": lambda: KNeighborsRegressor(n_neighbors=5),
+}
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,19 @@ class ScoreRecord:
     model: str
     scoring: str
     error: str | None
+    kind: str = "binary"  # the task kind the sample was scored for
+    score: int | None = None  # pointwise gold
+    preference: str | None = None  # pairwise gold
+    z_b: dict[str, float | None] | None = None  # pairwise: the second response
+    s_b: dict[str, float | None] | None = None
+    groups: dict[str, str] = field(default_factory=dict)  # subset, pair
+
+    @property
+    def gold(self) -> Any:
+        return getattr(self, TARGETS[self.kind])
+
+    def gold_fields(self) -> dict[str, Any]:
+        return {TARGETS[self.kind]: self.gold}
 
 
 def read_scores(path: str | Path) -> list[ScoreRecord]:
@@ -76,9 +118,13 @@ def read_scores(path: str | Path) -> list[ScoreRecord]:
 
 
 def score_record(raw: Any, path: str, line: int) -> ScoreRecord:
+    def fail(message: str, name: str) -> InputError:
+        return InputError(message, path=path, line=line, field=name)
+
     if not isinstance(raw, dict):
         raise InputError("record is not a JSON object", path=path, line=line)
-    for name, kind in (
+    kind = "pairwise" if "z_b" in raw else "pointwise" if "score" in raw else "binary"
+    required = [
         ("id", str),
         ("lang", str),
         ("z", dict),
@@ -86,38 +132,52 @@ def score_record(raw: Any, path: str, line: int) -> ScoreRecord:
         ("criteria", str),
         ("model", str),
         ("scoring", str),
-    ):
-        if not isinstance(raw.get(name), kind):
-            raise InputError(
-                "missing or of the wrong type (is this a scores file from `ucsj score`?)",
-                path=path,
-                line=line,
-                field=name,
+    ]
+    if kind == "pairwise":
+        required += [("z_b", dict), ("s_b", dict)]
+    for name, expected in required:
+        if not isinstance(raw.get(name), expected):
+            raise fail(
+                "missing or of the wrong type (is this a scores file from `ucsj score`?)", name
             )
-    label = raw.get("label")
-    if label not in (None, 0, 1) or isinstance(label, float):
-        raise InputError(
-            f"must be 0, 1 or null, got {label!r}", path=path, line=line, field="label"
-        )
-    for field in ("z", "s"):
-        for key, value in raw[field].items():
+    gold = _gold(raw, kind, fail)
+    for name in ("z", "s", "z_b", "s_b"):
+        for key, value in (raw.get(name) or {}).items():
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
             ):
-                raise InputError(
-                    f"'{key}' must be a number in [0, 1] or null", path=path, line=line, field=field
-                )
+                raise fail(f"'{key}' must be a number in [0, 1] or null", name)
     return ScoreRecord(
         raw["id"],
         raw["lang"],
-        label,
+        gold if kind == "binary" else None,
         raw["z"],
         raw["s"],
         raw["criteria"],
         raw["model"],
         raw["scoring"],
         raw.get("error"),
+        kind=kind,
+        score=gold if kind == "pointwise" else None,
+        preference=gold if kind == "pairwise" else None,
+        z_b=raw.get("z_b"),
+        s_b=raw.get("s_b"),
+        groups={k: v for k in ("subset", "pair") if isinstance(v := raw.get(k), str)},
     )
+
+
+def _gold(raw: dict[str, Any], kind: str, fail: Callable[[str, str], InputError]) -> Any:
+    name = TARGETS[kind]
+    value = raw.get(name)
+    if value is None:
+        return None
+    if kind == "binary" and (value not in (0, 1) or isinstance(value, float)):
+        raise fail(f"must be 0, 1 or null, got {value!r}", name)
+    if kind == "pointwise" and (isinstance(value, bool) or not isinstance(value, int)):
+        raise fail(f"must be an integer or null, got {value!r}", name)
+    if kind == "pairwise" and value not in ("a", "b"):
+        raise fail(f'must be "a", "b" or null, got {value!r}', name)
+    return value
 
 
 def feature_names(criteria: CriteriaSet, kind: str) -> list[str]:
@@ -128,36 +188,114 @@ def feature_names(criteria: CriteriaSet, kind: str) -> list[str]:
     raise InputError(f"--features must be one of {', '.join(FEATURE_KINDS)}")
 
 
-def feature_matrix(records: Iterable[ScoreRecord], names: list[str], kind: str) -> np.ndarray:
-    """Rows of s(x) or z(x) in `names` order; unreadable values imputed with 0.5."""
-    field = "s" if kind == "concept" else "z"
+def feature_matrix(
+    records: Iterable[ScoreRecord], names: list[str], kind: str, response: str = "a"
+) -> np.ndarray:
+    """Rows of s(x) or z(x) in `names` order; unreadable values imputed with 0.5. `response`
+    "b" reads a pairwise record's second response."""
+    field_name = ("s" if kind == "concept" else "z") + ("_b" if response == "b" else "")
     rows = [
-        [IMPUTE if (v := getattr(r, field).get(n)) is None else float(v) for n in names]
+        [
+            IMPUTE if (v := (getattr(r, field_name) or {}).get(n)) is None else float(v)
+            for n in names
+        ]
         for r in records
     ]
     return np.asarray(rows, dtype=float).reshape(-1, len(names))
 
 
+def pair_differences(records: list[ScoreRecord], names: list[str], kind: str) -> np.ndarray:
+    """s(a) - s(b) per pair: positive where the first response answers better."""
+    return feature_matrix(records, names, kind, "a") - feature_matrix(records, names, kind, "b")
+
+
+# -- the three targets ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one gold field is learned: the modules, the training rows, the validation metric."""
+
+    name: str
+    modules: dict[str, Callable[[], BaseEstimator]]
+    metric: str  # what --module auto maximises on the English validation split
+
+    def training_rows(
+        self, records: list[ScoreRecord], names: list[str], kind: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self.name == "preference":
+            return both_orders(
+                pair_differences(records, names, kind),
+                np.asarray([r.preference == "a" for r in records], dtype=int),
+            )
+        return feature_matrix(records, names, kind), np.asarray(
+            [r.gold for r in records], dtype=int
+        )
+
+    def validation_score(self, model: BaseEstimator, x: np.ndarray, y: np.ndarray) -> float:
+        if self.name == "label":
+            return balanced_accuracy(y, model.predict(x))
+        if self.name == "score":
+            return kendall_tau(y, predicted_scores(model, x))
+        # preference: accuracy over both orders of each held-out pair
+        forward = model.predict(x)
+        backward = model.predict(-x)
+        return float((np.mean(forward == y) + np.mean(backward == 1 - y)) / 2)
+
+
+TARGET_SPECS = {
+    "label": Target("label", MODULES, "balanced accuracy"),
+    "score": Target("score", SCORE_MODULES, "Kendall's tau"),
+    "preference": Target("preference", MODULES, "pairwise accuracy"),
+}
+
+
+def both_orders(differences: np.ndarray, first_better: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair as given and swapped: d with its label, -d with the opposite one."""
+    return np.vstack([differences, -differences]), np.concatenate([first_better, 1 - first_better])
+
+
+def predicted_scores(model: BaseEstimator, x: np.ndarray) -> np.ndarray:
+    """A regressor's prediction, or a classifier's expected value over the scale."""
+    if hasattr(model, "predict_proba"):
+        return model.predict_proba(x) @ model.classes_.astype(float)
+    return np.asarray(model.predict(x), dtype=float)
+
+
 @dataclass(frozen=True)
 class ModuleChoice:
     module: str
-    table: dict[str, float]  # module -> validation balanced accuracy (auto only)
+    table: dict[str, float]  # module -> validation metric (auto only)
 
 
-def choose_module(x: np.ndarray, y: np.ndarray) -> ModuleChoice:
-    """Pick the module with the best balanced accuracy on a stratified, seeded English split."""
+def choose_module(x: np.ndarray, y: np.ndarray, target: str = "label") -> ModuleChoice:
+    """Pick the module with the best validation metric on a seeded English split (stratified
+    when every class allows it). Pairs are split before being doubled, so a pair never sits
+    on both sides."""
+    spec = TARGET_SPECS[target]
+    if target == "preference":
+        half = len(y) // 2
+        x, y = x[:half], y[:half]  # the pairs as given; their swapped copies follow
+    counts = np.unique(y, return_counts=True)[1]
     x_train, x_val, y_train, y_val = train_test_split(
-        x, y, test_size=VALIDATION_SHARE, stratify=y, random_state=RANDOM_STATE
+        x,
+        y,
+        test_size=VALIDATION_SHARE,
+        stratify=y if counts.min() >= 2 else None,
+        random_state=RANDOM_STATE,
     )
+    if target == "preference":
+        x_train, y_train = both_orders(x_train, y_train)
     table = {}
-    for name, make in MODULES.items():
+    for name, make in spec.modules.items():
         model = fit_module(make(), x_train, y_train)
-        table[name] = balanced_accuracy(y_val, model.predict(x_val))
-    best = max(table, key=lambda n: table[n])  # first listed wins a tie
+        value = spec.validation_score(model, x_val, y_val)
+        table[name] = value
+    best = max(table, key=lambda n: -math.inf if math.isnan(table[n]) else table[n])
     return ModuleChoice(best, table)
 
 
-def fit_module(estimator: ClassifierMixin, x: np.ndarray, y: np.ndarray) -> ClassifierMixin:
+def fit_module(estimator: BaseEstimator, x: np.ndarray, y: np.ndarray) -> BaseEstimator:
     """Fit, silencing scikit-learn 1.9's deprecation notice for SVC(probability=True): the
     paper's SVM uses probability estimates, and the notice is about sklearn's API, not the data.
     """
@@ -172,172 +310,104 @@ def fit_judge(
     *,
     module: str = "auto",
     features: str = "concept",
+    target: str | None = None,
     source: str = "",
 ) -> dict[str, Any]:
-    """Fit the transfer module on labelled scores; return the judge (estimator + metadata)."""
+    """Fit the transfer module on the gold values of English scores; return the judge
+    (estimator + metadata). `target` defaults to what the scores carry."""
     _check_consistent(records, criteria, source)
-    labelled = [r for r in records if r.label is not None and r.error is None]
-    if len(labelled) < 4:
+    target = _check_target(records, target, source)
+    spec = TARGET_SPECS[target]
+    usable = [r for r in records if r.gold is not None and r.error is None]
+    if len(usable) < 4:
         raise InputError(
-            f"{len(labelled)} labelled, successfully scored samples: at least 4 are needed to fit",
+            f"{len(usable)} successfully scored samples with a '{target}': at least 4 are "
+            "needed to fit",
             path=source,
         )
-    y = np.asarray([r.label for r in labelled], dtype=int)
-    counts = np.bincount(y, minlength=2)
-    if counts.min() < 2:
-        raise InputError(
-            f"training labels need both classes at least twice (0: {counts[0]}, 1: {counts[1]})",
-            path=source,
-        )
+    _check_classes(usable, target, source)
     names = feature_names(criteria, features)
-    x = feature_matrix(labelled, names, features)
+    x, y = spec.training_rows(usable, names, features)
     choice = ModuleChoice(module, {})
     if module == "auto":
-        choice = choose_module(x, y)
-    elif module not in MODULES:
-        raise InputError(f"--module must be auto or one of {', '.join(MODULES)}")
-    estimator = fit_module(MODULES[choice.module](), x, y)
-    first = labelled[0]
-    langs = sorted({r.lang for r in labelled})
+        choice = choose_module(x, y, target)
+    elif module not in spec.modules:
+        raise InputError(f"--module must be auto or one of {', '.join(spec.modules)}")
+    estimator = fit_module(spec.modules[choice.module](), x, y)
+    gold = [r.gold for r in usable]
     return {
         "format": JUDGE_FORMAT,
         "estimator": estimator,
         "meta": {
+            "target": target,
             "module": choice.module,
-            "validation_ba": choice.table,
+            "validation_metric": spec.metric,
+            "validation": choice.table,
             "features": features,
             "feature_names": names,
             "criteria": criteria.to_json(),
             "criteria_fingerprint": criteria.fingerprint,
-            "scoring_model": first.model,
-            "scoring": first.scoring,
-            "train_langs": langs,
-            "train_size": len(labelled),
-            "train_class_counts": {"0": int(counts[0]), "1": int(counts[1])},
+            "scoring_model": usable[0].model,
+            "scoring": usable[0].scoring,
+            "train_langs": sorted({r.lang for r in usable}),
+            "train_size": len(usable),
+            "train_counts": {str(v): gold.count(v) for v in sorted(set(gold))},
             "ucsj_version": __version__,
         },
     }
 
 
+def _check_target(records: list[ScoreRecord], target: str | None, source: str) -> str:
+    carried = TARGETS[records[0].kind]
+    for r in records:
+        if r.kind != records[0].kind:
+            raise InputError(
+                f"sample '{r.id}' was scored for a {r.kind} task, others for a "
+                f"{records[0].kind} one",
+                path=source,
+            )
+    if target is not None and target != carried:
+        raise InputError(
+            f"--target {target}: these scores are from a {records[0].kind} task and carry "
+            f"'{carried}' as their gold value",
+            path=source,
+        )
+    return carried
+
+
+def _check_classes(usable: list[ScoreRecord], target: str, source: str) -> None:
+    values = [r.gold for r in usable]
+    if target == "label":
+        counts = np.bincount(values, minlength=2)
+        if counts.min() < 2:
+            raise InputError(
+                f"training labels need both classes at least twice (0: {counts[0]}, "
+                f"1: {counts[1]})",
+                path=source,
+            )
+    elif target == "score" and len(set(values)) < 2:
+        raise InputError(
+            f"every training sample has score {values[0]}: at least two values are needed",
+            path=source,
+        )
+
+
 def _check_consistent(records: list[ScoreRecord], criteria: CriteriaSet, source: str) -> None:
-    for field, expected in (
+    for field_name, expected in (
         ("criteria", criteria.fingerprint),
         ("model", records[0].model),
         ("scoring", records[0].scoring),
     ):
         for r in records:
-            if getattr(r, field) != expected:
+            if getattr(r, field_name) != expected:
                 raise InputError(
-                    f"sample '{r.id}' was scored with {field} '{getattr(r, field)}', "
+                    f"sample '{r.id}' was scored with {field_name} '{getattr(r, field_name)}', "
                     f"others with '{expected}'; score them all the same way",
                     path=source,
                 )
 
 
-# Types a judge file may hold beyond skops' defaults: what the six modules are made of. Anything
-# else (a function, an arbitrary class) makes loading refuse the file, so a crafted judge file
-# cannot run code the way a pickle can.
-TRUSTED_TYPES = (
-    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
-    "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
-    "sklearn.tree._tree.Tree",
-    "sklearn.metrics._dist_metrics.EuclideanDistance64",
-    "sklearn.neighbors._kd_tree.KDTree",
-    "sklearn.neighbors._ball_tree.BallTree",
-    "sklearn._loss.loss.HalfBinomialLoss",
-    "sklearn._loss.link.LogitLink",
-    "sklearn._loss.link.Interval",
-    "sklearn.ensemble._gb.GradientBoostingClassifier",
-    "sklearn.dummy.DummyClassifier",
-)
-
-
-def save_judge(judge: dict[str, Any], path: str | Path) -> None:
-    """Write the judge as a skops file whose bytes depend only on its content."""
-    import skops.io
-
-    from ucsj.io import atomic_writer
-
-    with atomic_writer(path, "wb") as out:
-        out.write(_stable_zip(skops.io.dumps(judge)))
-
-
-def _stable_zip(data: bytes) -> bytes:
-    """Re-pack a skops archive so that its bytes depend only on its content.
-
-    skops records object ids (`__id__`, and array members named after them), which differ
-    between processes, and stamps the time: ids are renumbered in order of first mention and
-    members dated 1980-01-01.
-    """
-    import io
-    import re
-    import zipfile
-
-    source = zipfile.ZipFile(io.BytesIO(data))
-    schema = source.read("schema.json").decode("utf-8")
-    pattern = re.compile(r'("__id__": )(\d+)|"(\d+)(\.npy)"')
-    order: dict[str, int] = {}
-    for match in pattern.finditer(schema):
-        order.setdefault(match.group(2) or match.group(3), len(order))
-
-    def renumber(match: re.Match[str]) -> str:
-        if match.group(2):
-            return f"{match.group(1)}{order[match.group(2)]}"
-        return f'"{order[match.group(3)]}{match.group(4)}"'
-
-    entries = [("schema.json", pattern.sub(renumber, schema).encode("utf-8"))]
-    for name in source.namelist():
-        if name != "schema.json":
-            stem, dot, suffix = name.partition(".")
-            entries.append((f"{order.get(stem, stem)}{dot}{suffix}", source.read(name)))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
-        for name, content in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            target.writestr(info, content)
-    return buffer.getvalue()
-
-
-def load_judge(path: str | Path) -> dict[str, Any]:
-    """Load a judge file, refusing any that holds types outside skops' safe set and ours."""
-    import zipfile
-
-    import skops.io
-    from skops.io.exceptions import UntrustedTypesFoundException
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("judge file not found", path=str(path))
-    if not zipfile.is_zipfile(path):
-        raise InputError(
-            "not a judge file written by `ucsj fit` (judge files are skops "
-            "archives; pickles are refused because loading one can run code)",
-            path=str(path),
-        )
-    try:
-        untrusted = [t for t in skops.io.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
-        if untrusted:
-            raise InputError(
-                f"judge file holds types ucsj does not load: {', '.join(untrusted)};"
-                " refusing it (only `ucsj fit` output is accepted)",
-                path=str(path),
-            )
-        judge = skops.io.load(path, trusted=list(TRUSTED_TYPES))
-    except InputError:
-        raise
-    except UntrustedTypesFoundException as exc:
-        raise InputError(
-            f"judge file holds untrusted types ({exc}); refusing it", path=str(path)
-        ) from None
-    except Exception as exc:  # a truncated or foreign archive raises many kinds of error
-        raise InputError(
-            f"not a judge file written by `ucsj fit` ({type(exc).__name__})", path=str(path)
-        ) from None
-    if not isinstance(judge, dict) or judge.get("format") != JUDGE_FORMAT:
-        raise InputError(f"not a {JUDGE_FORMAT} judge file", path=str(path))
-    return judge
+# -- predictions --------------------------------------------------------------------------------
 
 
 def predict_records(
@@ -345,6 +415,7 @@ def predict_records(
 ) -> list[dict[str, Any]]:
     """Predictions for scores made with the judge's criteria and scoring model."""
     meta = judge["meta"]
+    target = meta.get("target", "label")
     for r in records:
         if r.criteria != meta["criteria_fingerprint"]:
             raise InputError(
@@ -358,25 +429,58 @@ def predict_records(
                 f"was trained on scores from '{meta['scoring_model']}'",
                 path=source,
             )
-    x = feature_matrix(records, meta["feature_names"], meta["features"])
-    probs = judge["estimator"].predict_proba(x)[:, 1] if records else []
+        if TARGETS[r.kind] != target:
+            raise InputError(
+                f"sample '{r.id}' was scored for a {r.kind} task, but the judge predicts "
+                f"'{target}'",
+                path=source,
+            )
+    if not records:
+        return []
+    names, kind, estimator = meta["feature_names"], meta["features"], judge["estimator"]
     method = f"ucs-{meta['module']}"
+    if target == "label":
+        probs = estimator.predict_proba(feature_matrix(records, names, kind))[:, 1]
+        verdicts = [{"prob": round(float(p), 6), "pred": int(p >= 0.5)} for p in probs]
+    elif target == "score":
+        low, high = (int(v) for v in min_max(meta["train_counts"]))
+        values = np.clip(
+            predicted_scores(estimator, feature_matrix(records, names, kind)), low, high
+        )
+        verdicts = [{"pred": round(float(v), 6)} for v in values]
+    else:
+        d = pair_differences(records, names, kind)
+        forward = estimator.predict_proba(d)[:, 1]  # P(first better), pair as given
+        swapped = estimator.predict_proba(-d)[:, 1]  # P(first better), pair swapped: b first
+        verdicts = [
+            {
+                "prob": round(float(f), 6),
+                "pred": "a" if f >= 0.5 else "b",
+                "pred_swapped": "b" if s >= 0.5 else "a",
+            }
+            for f, s in zip(forward, swapped, strict=True)
+        ]
     out = []
-    for r, p in zip(records, probs, strict=True):
-        values = list(r.z.values())
+    for r, verdict in zip(records, verdicts, strict=True):
+        values = list(r.z.values()) + list((r.z_b or {}).values())
         row = {
             "id": r.id,
             "lang": r.lang,
-            "label": r.label,
+            **r.gold_fields(),
+            **r.groups,
             "method": method,
-            "prob": round(float(p), 6),
-            "pred": int(p >= 0.5),
+            **verdict,
             "unreadable": round(sum(v is None for v in values) / max(len(values), 1), 6),
         }
         if r.error:
-            row.update(prob=None, pred=None, error=r.error)
+            row.update({key: None for key in verdict}, error=r.error)
         out.append(row)
     return out
+
+
+def min_max(counts: dict[str, int]) -> tuple[float, float]:
+    values = [float(k) for k in counts]
+    return min(values), max(values)
 
 
 def is_scores_file(path: str | Path) -> bool:

@@ -31,19 +31,32 @@ def fence(tag: str, text: str) -> str:
     return f"<{tag}>\n{safe}\n</{tag}>"
 
 
+def source_fence(sample: Sample) -> str:
+    """One source text as it is; several passages numbered [1], [2], ..."""
+    if len(sample.source) == 1:
+        return fence("source", sample.source[0])
+    return fence(
+        "source",
+        "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(sample.source, start=1)),
+    )
+
+
 def sample_block(task: Task, sample: Sample) -> str:
     """The sample as fenced data: source first, then input, then output."""
-    if len(sample.source) == 1:
-        source = fence("source", sample.source[0])
-    else:
-        source = fence(
-            "source",
-            "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(sample.source, start=1)),
-        )
-    parts = [f"{task.source_name}:\n{source}"]
+    parts = [f"{task.source_name}:\n{source_fence(sample)}"]
     if sample.input is not None:
         parts.append(f"{task.input_name}:\n{fence('input', sample.input)}")
     parts.append(f"{task.output_name}:\n{fence('output', sample.output)}")
+    return "\n\n".join(parts)
+
+
+def pair_block(task: Task, sample: Sample, first: str, second: str) -> str:
+    """A pairwise sample as fenced data: the source (and input), then Response A and B."""
+    parts = [f"{task.source_name}:\n{source_fence(sample)}"]
+    if sample.input is not None:
+        parts.append(f"{task.input_name}:\n{fence('input', sample.input)}")
+    parts.append(f"{task.output_name} A:\n{fence('output', first)}")
+    parts.append(f"{task.output_name} B:\n{fence('output', second)}")
     return "\n\n".join(parts)
 
 

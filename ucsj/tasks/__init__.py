@@ -40,6 +40,14 @@ class Task:
     checkeval: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CheckEval: aspect -> questions
     kind: str = "binary"  # binary verdicts, pointwise scores or pairwise preferences
     scale: tuple[int, int] = (1, 7)  # pointwise: the lowest and highest score
+    scoring_guide: str = ""  # pointwise: what each score means (CE-Judge's judgment prompt)
+
+    def guide(self) -> str:
+        """The scoring guide, or a plain one spanning the scale."""
+        if self.scoring_guide:
+            return self.scoring_guide
+        low, high = self.scale
+        return f"{low} = very poor, {(low + high) / 2:g} = acceptable, {high} = excellent."
 
 
 def load_task(spec: str) -> Task:
@@ -107,6 +115,7 @@ def task_from_toml(text: str, origin: str) -> Task:
         output_name=names.get("output", "Output"),
         guidelines=str(data.get("guidelines", "")).strip(),
         checkeval=_checkeval(data.get("checkeval", {}), origin),
+        scoring_guide=str(data.get("scoring_guide", "")).strip(),
     )
 
 
@@ -131,11 +140,3 @@ def _require_str(table: dict[str, Any], key: str, origin: str, prefix: str = "")
     value = table.get(key)
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"'{prefix}{key}' must be a non-empty string", path=origin)
-
-
-def require_binary(task: Task, command: str) -> None:
-    """Pointwise and pairwise tasks have data, presets and converters, not yet judges."""
-    if task.kind != "binary":
-        raise InputError(
-            f"task '{task.name}' is {task.kind}: `{command}` supports binary tasks only so far"
-        )
