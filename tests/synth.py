@@ -67,11 +67,76 @@ def write_dataset(path: Path, lang: str, n: int, with_lang: bool = True) -> dict
     return labels
 
 
-class ScriptedJudge:
-    """Answers gen and score prompts like a model that notices faithfulness in two concepts."""
+# -- pointwise (translation quality 1-7) and pairwise (chat responses) sets --------------------
 
-    def __init__(self, labels: dict[str, int]) -> None:
-        self.labels = labels
+_SOURCES = {
+    "de": "Der Fluss {k} fließt langsam durch das stille Tal.",
+    "en": "River {k} flows slowly through the quiet valley.",
+}
+_TRANSLATIONS = {
+    "en": "River {k} flows slowly through the quiet valley",
+    "de": "Der Fluss {k} fließt langsam durch das stille Tal",
+    "fr": "La rivière {k} coule lentement à travers la vallée tranquille",
+}
+_PROMPTS = {
+    "en": ("How long should egg {k} boil?", "Boil it for {m} minutes"),
+    "de": ("Wie lange soll Ei {k} kochen?", "Koche es {m} Minuten lang"),
+    "fr": ("Combien de temps faut-il cuire l'œuf {k} ?", "Fais-le cuire {m} minutes"),
+}
+
+
+def write_translations(path: Path, lang: str, n: int) -> dict[str, float]:
+    """n translations into `lang` rated 1-7 (LitEval layout); returns text -> quality in [0, 1]."""
+    source_lang = "de" if lang == "en" else "en"
+    quality = {}
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            score = 1 + int(unit(lang, i, "score") * 7)
+            text = _TRANSLATIONS[lang].format(k=i) + f". [{lang}{i}]"
+            record = {
+                "id": f"{source_lang}-{lang}-{i:03d}",
+                "lang": lang,
+                "pair": f"{source_lang}-{lang}",
+                "source": _SOURCES[source_lang].format(k=i),
+                "translation": text,
+                "score": score,
+            }
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            quality[text] = (score - 1) / 6
+    return quality
+
+
+def write_pairs(path: Path, lang: str, n: int) -> dict[str, float]:
+    """n prompts with two responses of hidden quality (MM-Eval layout, subsets chat and
+    reasoning); the better one is preferred. Returns text -> quality in [0, 1]."""
+    prompt, answer = _PROMPTS[lang]
+    quality = {}
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            qa, qb = unit(lang, i, "a"), unit(lang, i, "b")
+            a = answer.format(m=4 + i % 7) + f". [{lang}{i}a]"
+            b = answer.format(m=5 + i % 5) + f". [{lang}{i}b]"
+            record = {
+                "id": f"{lang}-{i:03d}",
+                "lang": lang,
+                "subset": "chat" if i % 2 else "reasoning",
+                "prompt": prompt.format(k=i),
+                "response_a": a,
+                "response_b": b,
+                "preference": "a" if qa > qb else "b",
+            }
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            quality |= {a: qa, b: qb}
+    return quality
+
+
+class ScriptedJudge:
+    """Answers gen, score and CE-Judge prompts like a model that notices an output's quality
+    (a binary label, or a value in [0, 1]) in two concepts and not in the others. Its CE-Judge
+    pairwise verdicts favour the first position when the two responses are close."""
+
+    def __init__(self, quality: dict[str, float]) -> None:
+        self.labels = quality
 
     def __call__(self, body: dict) -> Reply:
         prompt = body["messages"][-1]["content"]
@@ -89,7 +154,18 @@ class ScriptedJudge:
                 lines.append(f"Concept: {name}")
                 lines += [f"{i}. {q}" for i, q in enumerate(QUESTIONS[name], 1)]
             return Reply(text="\n".join(lines))
-        output = re.search(r"<output>\n(.*?)\n</output>", prompt, re.S).group(1)
+        if ending == "Translation:":
+            return Reply(text=re.search(r"<data>\n(.*?)\n</data>", prompt, re.S).group(1))
+        outputs = re.findall(r"<output>\n(.*?)\n</output>", prompt, re.S)
+        if '"Verdict: A" or "Verdict: B"' in ending:
+            first, second = (self.labels[o] for o in outputs)
+            choice = "A" if first >= second or abs(first - second) < 0.3 else "B"
+            return Reply(text=f"Both responses answer the prompt.\nVerdict: {choice}")
+        if '"Score: X"' in ending:
+            gold = 1 + round(6 * self.labels[outputs[0]])
+            noisy = min(7, max(1, gold + round(2 * unit(outputs[0], "ce") - 1)))
+            return Reply(text=f"The translation keeps most of the meaning.\nScore: {noisy}")
+        output = outputs[0]
         label = self.labels[output]
         questions = re.findall(r"^(?:Q\d+\. |Question: )(.*)$", prompt, re.M)
         probs = [self._p_yes(q, output, label) for q in questions]
@@ -102,9 +178,9 @@ class ScriptedJudge:
         return answer_lines(probs)
 
     @staticmethod
-    def _p_yes(question: str, output: str, label: int) -> float:
+    def _p_yes(question: str, output: str, label: float) -> float:
         concept = re.search(r"satisfy (\w+) check", question).group(1).capitalize()
         if concept in SIGNAL:
-            base = 0.85 if label else 0.15
+            base = {0: 0.15, 1: 0.85}.get(label, 0.15 + 0.7 * label)
             return round(min(0.99, max(0.01, base + 0.2 * (unit(question, output) - 0.5))), 4)
         return round(0.05 + 0.9 * unit(question, output, "noise"), 4)
