@@ -100,3 +100,47 @@ def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
         "replay",
     )
     assert replayed == live
+
+
+@pytest.mark.live
+def test_pairs_and_scores_for_real(real_server, tmp_path):
+    """Both responses of a pair scored with logprobs; CE-Judge's pointwise path end to end."""
+    options = ["--base-url", real_server.base_url, "--cache-dir", str(tmp_path / "cache")]
+    criteria = tmp_path / "criteria.json"
+    criteria.write_text(
+        json.dumps(
+            {
+                "task": "multilingual-chat",
+                "concepts": [
+                    {
+                        "id": "c1",
+                        "name": "Helpfulness",
+                        "questions": [
+                            {"id": "c1.q1", "text": "Does the response answer the prompt?"},
+                            {"id": "c1.q2", "text": "Is the response in the prompt's language?"},
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    pair = tmp_path / "pair.jsonl"
+    first = (ROOT / "fixtures" / "pairwise" / "fr.jsonl").read_text(encoding="utf-8")
+    pair.write_text(first.splitlines()[0] + "\n", encoding="utf-8")
+    scores = tmp_path / "pair.scores.jsonl"
+    score = ["--criteria", str(criteria), "--scoring", "per-criterion", "-o", str(scores)]
+    assert ucsj("score", str(pair), *score, *options) == 0
+    (row,) = [json.loads(x) for x in scores.read_text().splitlines()]
+    values = [*row["z"].values(), *row["z_b"].values()]
+    assert len(values) == 4 and all(v is not None and 0.0 < v < 1.0 for v in values)
+
+    one = tmp_path / "translation.jsonl"
+    first = (ROOT / "fixtures" / "pointwise" / "de.jsonl").read_text(encoding="utf-8")
+    one.write_text(first.splitlines()[0] + "\n", encoding="utf-8")
+    judged = tmp_path / "ce.jsonl"
+    judge = ["--task", "literary-translation", "--method", "ce-judge", "-o", str(judged)]
+    assert ucsj("judge", str(one), *judge, *options) == 0
+    (row,) = [json.loads(x) for x in judged.read_text().splitlines()]
+    # SmolLM2 may not write a readable `Score: X`; the row is well formed either way
+    assert row["pred"] is None or 1 <= row["pred"] <= 7
+    assert row["unreadable"] == float(row["pred"] is None) and row["score"] == 6

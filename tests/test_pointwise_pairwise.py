@@ -14,6 +14,7 @@ from conftest import ROOT, ucsj
 from record_settings import MODEL, SETTINGS, TARGETS
 
 from ucsj.criteria import load_criteria
+from ucsj.errors import InputError
 from ucsj.transfer import fit_judge, predict_records, read_scores
 
 LANGS = ("en", *TARGETS)
@@ -261,3 +262,13 @@ def test_pairwise_predictions_need_both_orders(pairwise, tmp_path, capsys):
         )
         == 2
     )
+
+
+def test_tiny_training_sets_fit_or_fail_clearly(pointwise):
+    criteria = load_criteria(pointwise["criteria"])
+    four = read_scores(pointwise["en.scores"])[:4]
+    judge = fit_judge(four, criteria)  # too small to validate: every module scores NaN
+    assert judge["meta"]["module"] == "mlp"
+    assert all(math.isnan(v) for v in judge["meta"]["validation"].values())
+    with pytest.raises(InputError, match="cannot fit knn on 4 samples"):
+        fit_judge(four, criteria, module="knn")

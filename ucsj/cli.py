@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import sys
 import tempfile
 from collections.abc import Callable
@@ -472,6 +473,11 @@ def fit(
             mark = " <- chosen" if name == meta["module"] else ""
             table.add_row(name, f"{fmt(value)}{mark}")
         console.out.print(table)
+        if all(math.isnan(v) for v in meta["validation"].values()):
+            console.info(
+                f"the validation split is too small to compare modules; took {meta['module']} "
+                "(choose one with --module)"
+            )
     save_judge(judge, output)
     console.info(
         f"trained {meta['module']} ({meta['target']}) on {meta['train_size']} samples "
@@ -650,7 +656,19 @@ def _plot_option(default: str) -> Callable[..., Any]:
 
 
 def _read_many(paths: tuple[Path, ...]) -> list[ScoreRecord]:
-    return [r for path in paths for r in read_scores(path)]
+    return [r for path in paths for r in _binary_scores(path)]
+
+
+def _binary_scores(path: Path) -> list[ScoreRecord]:
+    """The analyses reproduce the UCS paper's experiments, which are on binary labels."""
+    records = read_scores(path)
+    if records[0].kind != "binary":
+        raise InputError(
+            f"scores of a {records[0].kind} task: the analyses need a binary task's labels "
+            "(for pointwise and pairwise quality use fit, predict and report)",
+            path=str(path),
+        )
+    return records
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
@@ -686,7 +704,7 @@ def analyze_sample_efficiency(
 ) -> None:
     """How many English labels are needed (paper 5.2, Figure 2)."""
     points = sample_efficiency(
-        read_scores(train),
+        _binary_scores(train),
         _read_many(targets),
         load_criteria(criteria),
         module=module,
@@ -785,7 +803,7 @@ def analyze_modules(
 ) -> None:
     """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
     table = module_comparison(
-        read_scores(train), _read_many(targets), load_criteria(criteria), features=features
+        _binary_scores(train), _read_many(targets), load_criteria(criteria), features=features
     )
     langs = [k for k in next(iter(table.values())) if k != "avg"]
     _print_table(
@@ -829,7 +847,7 @@ def analyze_aggregator(
 ) -> None:
     """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
     criteria_set = load_criteria(criteria)
-    judge = fit_judge(read_scores(train), criteria_set, module=module)
+    judge = fit_judge(_binary_scores(train), criteria_set, module=module)
     target_records = _read_many(targets)
     trained = average_ba(predict_records(judge, target_records))
     llm_rows = [row for path in llm_paths for _, row in read_json_lines(path)]
@@ -863,7 +881,7 @@ def _decomposition_runs(
         if not name or len(parts) < 3:
             raise InputError(f"--run '{spec}': expected NAME=CRITERIA,EN_SCORES,TARGET_SCORES")
         criteria_set = load_criteria(parts[0])
-        train_records, target_records = read_scores(parts[1]), _read_many(tuple(parts[2:]))
+        train_records, target_records = _binary_scores(parts[1]), _read_many(tuple(parts[2:]))
         raw = [row for path in parts[1:] for _, row in read_json_lines(path)]
         usage = [row.get("usage", {}) for row in raw]
         judge = fit_judge(train_records, criteria_set, module=module)

@@ -277,20 +277,24 @@ def choose_module(x: np.ndarray, y: np.ndarray, target: str = "label") -> Module
         half = len(y) // 2
         x, y = x[:half], y[:half]  # the pairs as given; their swapped copies follow
     counts = np.unique(y, return_counts=True)[1]
+    # stratifying needs two of every class and a validation set with room for each
+    stratify = counts.min() >= 2 and math.ceil(VALIDATION_SHARE * len(y)) >= len(counts)
     x_train, x_val, y_train, y_val = train_test_split(
         x,
         y,
         test_size=VALIDATION_SHARE,
-        stratify=y if counts.min() >= 2 else None,
+        stratify=y if stratify else None,
         random_state=RANDOM_STATE,
     )
     if target == "preference":
         x_train, y_train = both_orders(x_train, y_train)
     table = {}
     for name, make in spec.modules.items():
-        model = fit_module(make(), x_train, y_train)
-        value = spec.validation_score(model, x_val, y_val)
-        table[name] = value
+        try:
+            model = fit_module(make(), x_train, y_train)
+            table[name] = spec.validation_score(model, x_val, y_val)
+        except ValueError:  # too few samples for this module (knn's 5 neighbours, one class)
+            table[name] = float("nan")
     best = max(table, key=lambda n: -math.inf if math.isnan(table[n]) else table[n])
     return ModuleChoice(best, table)
 
@@ -333,7 +337,13 @@ def fit_judge(
         choice = choose_module(x, y, target)
     elif module not in spec.modules:
         raise InputError(f"--module must be auto or one of {', '.join(spec.modules)}")
-    estimator = fit_module(spec.modules[choice.module](), x, y)
+    try:
+        estimator = fit_module(spec.modules[choice.module](), x, y)
+        estimator.predict(x[:1])  # knn, for one, only fails here when it has too few samples
+    except ValueError as exc:
+        raise InputError(
+            f"cannot fit {choice.module} on {len(usable)} samples: {exc}", path=source
+        ) from None
     gold = [r.gold for r in usable]
     return {
         "format": JUDGE_FORMAT,
