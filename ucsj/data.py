@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ucsj.errors import InputError
-from ucsj.io import read_json_lines
+from ucsj.io import parse_json_line, read_json_lines, read_text_lines
 from ucsj.languages import is_language_code
 from ucsj.tasks import Task
 
@@ -103,6 +103,21 @@ class SampleFile:
 
     def __iter__(self) -> Iterator[Sample]:
         return self._parse()
+
+    def raw_lines(self) -> Iterator[tuple[int, str]]:
+        """(line number, text) of every non-blank line, unparsed (for the record memo)."""
+        return read_text_lines(self.path)
+
+    def parse(self, line: int, text: str) -> Sample:
+        """One line of this file as a sample (a line `validate()` has already accepted)."""
+        return sample_from_record(
+            parse_json_line(text, str(self.path), line),
+            self.task,
+            self.lang,
+            str(self.path),
+            line,
+            self.require_label,
+        )
 
     def _parse(self) -> Iterator[Sample]:
         for line, record in read_json_lines(self.path):

@@ -20,6 +20,12 @@ def read_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
 
     Invalid UTF-8 or JSON raises InputError naming the file and line.
     """
+    for number, text in read_text_lines(path):
+        yield number, parse_json_line(text, str(path), number)
+
+
+def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) for each non-blank line, decoded, streaming."""
     path = Path(path)
     try:
         handle = path.open("rb")
@@ -41,14 +47,17 @@ def read_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
                 ) from None
             if number == 1:
                 text = text.removeprefix("\ufeff")
-            if not text.strip():
-                continue
-            try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path), line=number
-                ) from None
+            if text.strip():
+                yield number, text
+
+
+def parse_json_line(text: str, path: str, line: int) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=line
+        ) from None
 
 
 def dump_json_line(obj: Any) -> str:

@@ -24,7 +24,7 @@ from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import fence, numbered, pair_block, render, sample_values
-from ucsj.scoring import in_order
+from ucsj.streaming import in_order
 from ucsj.tasks import Task
 from ucsj.transfer import ScoreRecord
 

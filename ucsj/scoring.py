@@ -8,8 +8,9 @@ max_tokens 1, P(yes) from top_logprobs).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,12 @@ from ucsj.answers import numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
 from ucsj.io import dump_json_line, open_output
-from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
+from ucsj.llm import CacheMode, ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
+from ucsj.llm.record_memo import RecordMemo, code_digest, memo_key
+from ucsj.llm.request import canonical_json
 from ucsj.prompts import numbered, render, sample_values
+from ucsj.streaming import Done, batched, in_order
 from ucsj.tasks import Task
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
@@ -168,16 +172,14 @@ async def score_sample(
 ) -> dict[str, Any]:
     """The scores record of one sample. A pairwise sample's responses are scored each on its
     own, the second into `z_b`, `s_b`, `answers_b` and `keys_b`."""
-    outputs = {"": sample.output}
     if task.kind == "pairwise" and sample.output_b is not None:
-        outputs["_b"] = sample.output_b
-    results = await asyncio.gather(
-        *(
-            score_output(client, task, criteria, replace(sample, output=text), scoring)
-            for text in outputs.values()
+        results = await asyncio.gather(
+            score_output(client, task, criteria, sample, scoring),
+            score_output(client, task, criteria, replace(sample, output=sample.output_b), scoring),
         )
-    )
-    scored = dict(zip(outputs, results, strict=True))
+        scored = {"": results[0], "_b": results[1]}
+    else:
+        scored = {"": await score_output(client, task, criteria, sample, scoring)}
     record: dict[str, Any] = {
         "id": sample.id,
         "lang": sample.lang,
@@ -207,33 +209,38 @@ async def score_sample(
     return record
 
 
-async def in_order(
-    items: Iterable[Any], work: Callable[[Any], Awaitable[Any]], window: int
-) -> AsyncIterator[Any]:
-    """Run `work` on up to `window` items at once; yield the results in input order."""
-    pending: deque[asyncio.Task[Any]] = deque()
-    try:
-        for item in items:
-            pending.append(asyncio.ensure_future(work(item)))
-            if len(pending) >= window:
-                yield await pending.popleft()
-        while pending:
-            yield await pending.popleft()
-    finally:
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+MEMO_BATCH = 256  # input lines looked up in the record memo at once
 
 
-async def score_stream(
-    client: LLMClient, task: Task, criteria: CriteriaSet, samples: Iterable[Sample], scoring: str
-) -> AsyncIterator[dict[str, Any]]:
-    window = max(4, client.settings.concurrency * 2)
-    async for record in in_order(
-        samples, lambda s: score_sample(client, task, criteria, s, scoring), window
-    ):
-        yield record
+@dataclass(frozen=True)
+class ScoredLine:
+    """One output line and what the run's summary counts from it."""
+
+    line: str
+    lang: str
+    values: int
+    unreadable: int
+    failure: tuple[str, str] | None = None  # (sample id, reason)
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> ScoredLine:
+        zs = [record["z"], record.get("z_b", {})]
+        error = record.get("error")
+        return cls(
+            dump_json_line(record),
+            record["lang"],
+            sum(len(z) for z in zs),
+            sum(v is None for z in zs for v in z.values()),
+            None if error is None else (record["id"], error),
+        )
+
+    def to_memo(self) -> str:
+        return f"{self.lang}\t{self.values}\t{self.unreadable}\t{self.line}"
+
+    @classmethod
+    def from_memo(cls, text: str) -> ScoredLine:
+        lang, values, unreadable, line = text.split("\t", 3)
+        return cls(line, lang, int(values), int(unreadable))
 
 
 def score_file(
@@ -245,13 +252,14 @@ def score_file(
     *,
     lang: str | None = None,
     scoring: str = "per-concept",
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_record: Callable[[], None] | None = None,
     on_validated: Callable[[int], None] | None = None,
 ) -> ScoreSummary:
     """Score every sample of `data` into `output` (JSONL, input order, written atomically).
 
     The whole file is validated before the first request. Samples whose requests failed are
     written with an `error` and counted; their successful calls are cached for the rerun.
+    Lines of a rerun come from the record memo beside the cache (ucsj/llm/record_memo.py).
     """
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
@@ -260,29 +268,100 @@ def score_file(
     if on_validated is not None:
         on_validated(count)
     summary = ScoreSummary()
+    context = memo_context(task, criteria, scoring, settings.model, lang)
 
     async def run() -> None:
         async with LLMClient(settings) as client:
-            with open_output(output) as out:
-                async for record in score_stream(client, task, criteria, samples, scoring):
-                    out.write(dump_json_line(record))
-                    _tally(summary, record)
+            with open_output(output) as out, _memo_for(settings) as memo:
+                lines = score_lines(client, task, criteria, samples, scoring, memo, context)
+                async for scored in lines:
+                    out.write(scored.line)
+                    _tally(summary, scored)
                     if on_record is not None:
-                        on_record(record)
+                        on_record()
 
     asyncio.run(run())
     return summary
 
 
-def _tally(summary: ScoreSummary, record: dict[str, Any]) -> None:
+async def score_lines(
+    client: LLMClient,
+    task: Task,
+    criteria: CriteriaSet,
+    samples: SampleFile,
+    scoring: str,
+    memo: RecordMemo | None,
+    context: bytes,
+) -> AsyncIterator[ScoredLine]:
+    """Every sample's line in input order: from the memo when it holds it, else scored and
+    memoised (unless a request failed)."""
+    fresh: list[tuple[bytes, str]] = []
+
+    def items() -> Iterator[Any]:
+        for chunk in batched(samples.raw_lines(), MEMO_BATCH):
+            keys = [memo_key(context, text) for _, text in chunk]
+            hits = memo.get_many(keys) if memo is not None else {}
+            for (number, text), key in zip(chunk, keys, strict=True):
+                hit = hits.get(key)
+                yield Done(ScoredLine.from_memo(hit)) if hit else (key, samples.parse(number, text))
+            if memo is not None:
+                memo.put_many(fresh)
+                fresh.clear()
+
+    async def work(item: tuple[bytes, Sample]) -> ScoredLine:
+        key, sample = item
+        scored = ScoredLine.of(await score_sample(client, task, criteria, sample, scoring))
+        if memo is not None and scored.failure is None:
+            fresh.append((key, scored.to_memo()))
+        return scored
+
+    window = max(4, client.settings.concurrency * 2)
+    async for scored in in_order(items(), work, window):
+        yield scored
+    if memo is not None:
+        memo.put_many(fresh)
+
+
+def memo_context(
+    task: Task, criteria: CriteriaSet, scoring: str, model: str, lang: str | None
+) -> bytes:
+    """What a scores line depends on besides its input line and the cached responses."""
+    material = {
+        "code": code_digest().hex(),
+        "task": repr(task),
+        "criteria": criteria.to_json(),
+        "scoring": scoring,
+        "model": model,
+        "lang": lang,
+    }
+    return hashlib.sha256(canonical_json(material).encode("utf-8")).digest()
+
+
+@contextlib.contextmanager
+def _memo_for(settings: LLMSettings) -> Iterator[RecordMemo | None]:
+    """The memo of the cache directory; none with --cache off. A refresh run empties it before
+    and after (the responses it records may differ) and neither reads nor fills it."""
+    mode = CacheMode(settings.cache_mode)
+    if mode is CacheMode.OFF:
+        yield None
+        return
+    with RecordMemo(settings.cache_dir) as memo:
+        if mode is CacheMode.REFRESH:
+            memo.invalidate()
+            yield None
+            memo.invalidate()
+        else:
+            yield memo
+
+
+def _tally(summary: ScoreSummary, scored: ScoredLine) -> None:
     summary.samples += 1
-    summary.langs[record["lang"]] = summary.langs.get(record["lang"], 0) + 1
-    if "error" in record:
+    summary.langs[scored.lang] = summary.langs.get(scored.lang, 0) + 1
+    if scored.failure is not None:
         summary.failed += 1
-        summary.failures.append((record["id"], record["error"]))
-    for z in (record["z"], record.get("z_b", {})):
-        summary.values += len(z)
-        summary.unreadable += sum(v is None for v in z.values())
+        summary.failures.append(scored.failure)
+    summary.values += scored.values
+    summary.unreadable += scored.unreadable
 
 
 def failure_message(summary: ScoreSummary) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import diskcache
 
 from ucsj.errors import InputError
+from ucsj.llm import record_memo
 from ucsj.llm.request import cache_key, canonical_json
 
 DEFAULT_CACHE_DIR = "cache"
@@ -90,6 +91,14 @@ class ResponseCache:
         text = canonical_json(entry)
         _retry_locked(lambda: self._store.set(entry["key"], text))
 
+    def add(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        """Store `entry` unless its key is already recorded; then return the recorded one.
+        The first recording wins, so every process that asks ends up using the same answer."""
+        text = canonical_json(entry)
+        if _retry_locked(lambda: self._store.add(entry["key"], text)):
+            return None
+        return self.get(entry["key"])
+
     def __contains__(self, key: str) -> bool:
         return _retry_locked(lambda: key in self._store)
 
@@ -126,6 +135,7 @@ class ResponseCache:
             checked.append(entry)
         for entry in checked:
             self.put(entry)
+        record_memo.invalidate(self.directory)  # an imported entry may replace a response
         return len(checked)
 
     def import_file(self, path: str | Path) -> int:
@@ -167,6 +177,7 @@ class ResponseCache:
         )
 
     def clear(self) -> int:
+        record_memo.invalidate(self.directory)
         return _retry_locked(self._store.clear)
 
 

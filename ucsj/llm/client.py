@@ -255,8 +255,7 @@ class LLMClient:
             except UnusableResponse as exc:
                 self.stats.failures += 1
                 raise RequestFailed(f"unusable response: {exc}; not cached") from None
-        self._record(send, payload, meta)
-        return completion
+        return self._record(send, payload, meta, completion)
 
     async def _fetch_once(
         self, request: ChatRequest
@@ -292,11 +291,32 @@ class LLMClient:
             log.warning("cache entry %s is unreadable; asking the endpoint again", entry["key"])
             return None
 
-    def _record(self, request: ChatRequest, payload: dict[str, Any], meta: dict[str, Any]) -> None:
+    def _record(
+        self,
+        request: ChatRequest,
+        payload: dict[str, Any],
+        meta: dict[str, Any],
+        completion: Completion,
+    ) -> Completion:
+        """Store the response; return the completion the cache now holds for the request.
+
+        A refresh replaces the recording. Otherwise the first recording wins: when another
+        process recorded this request first (a server can answer it differently), its answer
+        is used here too, so outputs always agree with the cache."""
         if self.cache is None or not self.mode.writes:
-            return
-        self.cache.put(make_entry(request.key_material(), payload, meta))
+            return completion
+        entry = make_entry(request.key_material(), payload, meta)
         self.stats.cache_writes += 1
+        if self.mode is CacheMode.REFRESH:
+            self.cache.put(entry)
+            return completion
+        recorded = self.cache.add(entry)
+        if recorded is None or recorded["response"] == payload:
+            return completion
+        try:
+            return parse_completion(recorded["response"])
+        except MalformedResponse:
+            return completion
 
     # -- HTTP --------------------------------------------------------------------------------
 

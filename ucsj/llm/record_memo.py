@@ -1,0 +1,126 @@
+"""Finished output lines, keyed by everything they are computed from, beside the response cache.
+
+A rerun of `score` on unchanged inputs would rebuild every prompt, hash it, read and parse each
+cached response and each answer, only to write the same line again. The memo skips that: its
+key digests the input line, the task, the criteria, the scoring settings and ucsj's own code
+and templates; its value is the output line. A line is computed from responses as the cache
+holds them (the client adopts the first recording of a request), so it agrees with the cache.
+
+Anything that can change a recorded response (a `--cache refresh` run, `cache import`, `cache
+clear`) empties the memo and advances its generation; a process that opened the memo before
+that keeps its old generation, so what it writes afterwards is never read by later runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from collections.abc import Iterable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+log = logging.getLogger("ucsj.memo")
+
+FILE_NAME = "records.sqlite3"
+MEMO_SCHEMA = 1
+
+
+class RecordMemo:
+    def __init__(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / FILE_NAME
+        self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS memo "
+            "(key BLOB PRIMARY KEY, generation INTEGER NOT NULL, value TEXT NOT NULL)"
+        )
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', 0)")
+        self.generation = self._current_generation()
+
+    def _current_generation(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'generation'").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> RecordMemo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get_many(self, keys: list[bytes]) -> dict[bytes, str]:
+        """The stored lines among `keys` (one query for the batch)."""
+        if not keys:
+            return {}
+        marks = ",".join("?" * len(keys))
+        rows = self._db.execute(
+            f"SELECT key, value FROM memo WHERE generation = ? AND key IN ({marks})",
+            [self.generation, *keys],
+        )
+        return dict(rows)
+
+    def put_many(self, items: Iterable[tuple[bytes, str]]) -> None:
+        rows = [(key, self.generation, value) for key, value in items]
+        if not rows:
+            return
+        with self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?)", rows)
+
+    def invalidate(self) -> None:
+        """Forget every line and advance the generation (recorded responses may change)."""
+        with self._transaction():
+            self._db.execute("UPDATE meta SET value = value + 1 WHERE name = 'generation'")
+            self._db.execute("DELETE FROM memo")
+        self.generation = self._current_generation()
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM memo").fetchone()[0])
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def invalidate(directory: str | Path) -> None:
+    """Empty the memo of a cache directory, if it has one."""
+    if (Path(directory) / FILE_NAME).exists():
+        with RecordMemo(directory) as memo:
+            memo.invalidate()
+
+
+@cache
+def code_digest() -> bytes:
+    """A digest of ucsj's source and templates: any change to how a line is computed (prompts,
+    answer parsing, record layout) gives new keys."""
+    digest = hashlib.sha256(f"memo-schema {MEMO_SCHEMA}".encode())
+    package = resources.files("ucsj")
+    for path in sorted(_package_files(package), key=str):
+        digest.update(str(path.relative_to(package)).encode())  # type: ignore[arg-type]
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def _package_files(root: object) -> list[Path]:
+    base = Path(str(root))
+    return [p for p in base.rglob("*") if p.suffix in (".py", ".txt", ".toml") and p.is_file()]
+
+
+def memo_key(context: bytes, line: str) -> bytes:
+    return hashlib.blake2b(line.encode("utf-8"), digest_size=20, key=context[:64]).digest()
