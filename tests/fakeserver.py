@@ -201,6 +201,13 @@ def _log(p: float) -> float:
     return math.log(p) if p > 0 else -9999.0
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a client opening dozens of connections at
+    # once then has SYNs dropped and retried a second later, which reads as client slowness.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class FakeLLMServer:
     """`with FakeLLMServer(responder) as server: ... server.base_url ... server.count`."""
 
@@ -209,8 +216,7 @@ class FakeLLMServer:
     ) -> None:
         self.state = ServerState(responder or (lambda body: Reply(text="Yes")), latency=latency)
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
