@@ -13,7 +13,7 @@ from fakeserver import FakeLLMServer, Fault, Reply, answer_lines
 
 from ucsj.errors import CacheMissError
 from ucsj.llm import CacheMode, ChatRequest, ResponseCache
-from ucsj.llm.client import RequestFailed, UnusableResponse
+from ucsj.llm.client import RequestFailed, UnusableResponse, environment_proxy
 
 
 def req(text: str = "Is the sky blue?", **params) -> ChatRequest:
@@ -290,3 +290,25 @@ def test_identical_requests_in_flight_are_sent_once(make_settings):
         )
     assert [r.text for r in results] == ["Yes"] * 4
     assert srv.count == 2 and stats.requests_sent == 2
+
+
+def test_requests_go_through_the_environment_proxy(server, make_settings, monkeypatch):
+    """HTTP_PROXY is honoured: the request for an unreachable host reaches the proxy (here the
+    test server, which answers absolute-form requests itself)."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.base_url.removesuffix("/v1"))
+    settings = make_settings("http://llm.invalid/v1")
+    request = ChatRequest.chat("m-2024-01-01", [("user", "Hi")], max_tokens=4)
+    (completion,), _ = run_complete(settings, request)
+    assert completion.text == "Yes" and server.count == 1
+    assert server.state.headers[0]["Host"] == "llm.invalid"
+
+
+def test_no_proxy_exempts_hosts(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    assert environment_proxy("https://api.example/v1") == "http://proxy.example:3128"
+    assert environment_proxy("https://internal.example/v1") is None

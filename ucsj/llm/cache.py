@@ -182,10 +182,14 @@ class ResponseCache:
 
 
 def make_entry(
-    request_material: dict[str, Any], response: dict[str, Any], meta: dict[str, Any]
+    request_material: dict[str, Any],
+    response: dict[str, Any],
+    meta: dict[str, Any],
+    key: str | None = None,
 ) -> dict[str, Any]:
+    """A cache entry; `key` saves re-hashing when the caller already knows it."""
     return {
-        "key": cache_key(request_material),
+        "key": key or cache_key(request_material),
         "request": request_material,
         "response": response,
         "meta": meta,

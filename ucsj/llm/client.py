@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import os
 import random
 import re
 import time
+import urllib.request
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -88,10 +91,15 @@ class LLMSettings:
 
 
 class HttpShards:
-    """httpx clients of at most SHARD_SIZE connections each; a request goes to the least busy.
+    """httpx connection pools of at most SHARD_SIZE connections each, used at the transport
+    level; a request goes to the least busy pool.
 
     One httpcore pool spends CPU super-linearly past ~32 connections (it rescans every
-    connection for every request); several small pools keep the cost per request flat.
+    connection for every request); several small pools keep the cost per request flat. The
+    requests skip httpx.AsyncClient's layers (URL merging, cookies, auth and redirect
+    handling, none of which an API call here uses): at 32 in flight that cut the client's CPU
+    per request from 3.2 to 2.4 ms (bench/RESULTS.md). Proxies still come from the
+    environment (HTTPS_PROXY, NO_PROXY, ...), as httpx would take them.
     """
 
     SHARD_SIZE = 8
@@ -99,34 +107,71 @@ class HttpShards:
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float, size: int) -> None:
         count = -(-size // self.SHARD_SIZE)
         per = -(-size // count)
-        self.clients = [
-            httpx.AsyncClient(
-                base_url=base_url,
-                headers=headers,
-                timeout=httpx.Timeout(timeout),
+        # one TLS context for all pools: building one loads the CA bundle (~80 ms each)
+        tls = httpx.create_ssl_context()
+        proxy = environment_proxy(base_url)
+        self.transports = [
+            httpx.AsyncHTTPTransport(
+                verify=tls,
+                proxy=proxy,
                 # keep-alive as large as the pool, or connections churn past httpx's 20
                 limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
             )
             for _ in range(count)
         ]
         self.busy = [0] * count
+        self.base_url = base_url.rstrip("/")
+        self.headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip, deflate",
+            "Content-Type": "application/json",
+            **headers,
+        }
+        self.timeout = httpx.Timeout(timeout).as_dict()
 
-    async def post(self, path: str, json: Any) -> httpx.Response:
-        index = min(range(len(self.clients)), key=self.busy.__getitem__)
+    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST `body` as JSON to the base URL + `path`; the whole response is read."""
+        index = min(range(len(self.transports)), key=self.busy.__getitem__)
         self.busy[index] += 1
+        request = httpx.Request(
+            "POST",
+            self.base_url + path,
+            content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+            headers=self.headers,
+            extensions={"timeout": self.timeout},
+        )
         try:
-            return await self.clients[index].post(path, json=json)
+            response = await self.transports[index].handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            return response
         finally:
             self.busy[index] -= 1
 
     async def aclose(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+        for transport in self.transports:
+            await transport.aclose()
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY), unless
+    NO_PROXY exempts its host."""
+    parts = urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 class AdaptiveLimit:
     """Bounds requests in flight; halves the bound on 429s and grows it back by one after each
-    run of successes as long as the bound (additive increase, multiplicative decrease)."""
+    run of successes as long as the bound (additive increase, multiplicative decrease).
+
+    Waiters queue first in, first out and a freed slot wakes exactly one of them: waking them
+    all (a condition's notify_all) cost more CPU per request than the HTTP call at 32 in flight.
+    """
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
@@ -134,17 +179,36 @@ class AdaptiveLimit:
         self.lowest = maximum
         self.in_flight = 0
         self._successes = 0
-        self._changed = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def __aenter__(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+        if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
+            return
+        slot = asyncio.get_running_loop().create_future()
+        self._waiters.append(slot)
+        try:
+            await slot  # the slot is counted in in_flight when it is handed over
+        except asyncio.CancelledError:
+            if slot.done() and not slot.cancelled():
+                self._release()  # handed over just as the waiter was cancelled
+            else:
+                self._waiters.remove(slot)
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
-        async with self._changed:
-            self.in_flight -= 1
-            self._changed.notify_all()
+        self._release()
+
+    def _release(self) -> None:
+        self.in_flight -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            slot = self._waiters.popleft()
+            if not slot.done():
+                self.in_flight += 1
+                slot.set_result(None)
 
     def throttled(self) -> None:
         if self.limit > 1:
@@ -157,9 +221,8 @@ class AdaptiveLimit:
         self._successes += 1
         if self.limit < self.maximum and self._successes >= self.limit:
             self._successes = 0
-            async with self._changed:
-                self.limit += 1
-                self._changed.notify_all()
+            self.limit += 1
+            self._hand_over()
 
 
 @dataclass
@@ -189,6 +252,8 @@ class LLMClient:
         self._slots: AdaptiveLimit | None = None
         self._logprobs_param_ok: dict[str, bool] = {}  # model -> endpoint accepts `logprobs`
         self._logprobs_returned: dict[str, bool] = {}  # model -> endpoint returned logprobs
+        # model -> whether a miss found a recording made without logprobs (probed once a run)
+        self._found_without_logprobs: dict[str, bool] = {}
         self._warned: set[str] = set()
         self._answered = False  # has the endpoint ever answered (any HTTP status)?
         self._inflight: dict[str, asyncio.Future[Any]] = {}
@@ -280,9 +345,9 @@ class LLMClient:
         if self.cache is None or not self.mode.reads:
             return None
         entry = self.cache.get(request.key)
-        if entry is None and request.logprobs:
-            # recorded against an endpoint that refused the logprobs parameter
+        if entry is None and request.logprobs and self._may_be_recorded_without_logprobs(request):
             entry = self.cache.get(request.without_logprobs().key)
+            self._found_without_logprobs.setdefault(request.model, entry is not None)
         if entry is None:
             return None
         try:
@@ -290,6 +355,14 @@ class LLMClient:
         except MalformedResponse:
             log.warning("cache entry %s is unreadable; asking the endpoint again", entry["key"])
             return None
+
+    def _may_be_recorded_without_logprobs(self, request: ChatRequest) -> bool:
+        """Whether a miss should also try the request's key without logprobs (recorded against
+        an endpoint that refused the parameter). Replay always tries; otherwise the first miss
+        per model tries, and later ones only if that found one or the endpoint refused."""
+        if self.mode is CacheMode.REPLAY or self._logprobs_param_ok.get(request.model) is False:
+            return True
+        return self._found_without_logprobs.get(request.model, True)
 
     def _record(
         self,
@@ -305,7 +378,7 @@ class LLMClient:
         is used here too, so outputs always agree with the cache."""
         if self.cache is None or not self.mode.writes:
             return completion
-        entry = make_entry(request.key_material(), payload, meta)
+        entry = make_entry(request.key_material(), payload, meta, key=request.key)
         self.stats.cache_writes += 1
         if self.mode is CacheMode.REFRESH:
             self.cache.put(entry)
@@ -343,7 +416,7 @@ class LLMClient:
                 async with self._slots:
                     started = time.monotonic()  # after the queue: latency is the server's
                     self.stats.requests_sent += 1
-                    response = await http.post("/chat/completions", json=request.body())
+                    response = await http.post("/chat/completions", request.body())
                     latency = time.monotonic() - started
                     self._answered = True
                 if response.status_code == 200:
