@@ -260,3 +260,11 @@ def test_crafted_judge_files_are_refused_without_running_code(tmp_path, capsys):
         assert what in err, err
     assert not marker.exists(), "loading must not execute anything"
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_empty_training_file_is_named_as_empty(tmp_path, capsys):
+    empty = tmp_path / "en.scores.jsonl"
+    empty.write_text("\n")
+    assert ucsj("fit", "--train", str(empty), "-o", str(tmp_path / "j.skops")) == 2
+    assert f"{empty}: no records: the file is empty" in capsys.readouterr().err
+    assert not (tmp_path / "j.skops").exists()

@@ -49,12 +49,15 @@ def z_values(data: bytes) -> list[float]:
     return [v for line in data.decode().splitlines() for v in json.loads(line)["z"].values()]
 
 
-def test_rerun_comes_from_the_memo_byte_for_byte(tmp_path, monkeypatch):
+def test_rerun_comes_from_the_memo_byte_for_byte(tmp_path, monkeypatch, capsys):
     write_inputs(tmp_path)
     with FakeLLMServer(lambda body: answer_lines([0.9, 0.2])) as server:
         first = score(tmp_path, "a.jsonl", "--base-url", server.base_url)
     with RecordMemo(tmp_path / "cache") as memo:
         assert len(memo) == 6
+    capsys.readouterr()
+    assert ucsj("cache", "stats", "--cache-dir", str(tmp_path / "cache")) == 0
+    assert "record memo: 6 scores lines" in capsys.readouterr().out
 
     def no_reads(*_):
         raise AssertionError("a memoised rerun reads no cached response")

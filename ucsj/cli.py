@@ -365,6 +365,8 @@ def _scores_or_score(
     task_spec: str | None,
 ) -> tuple[list[ScoreRecord], CriteriaSet]:
     """A scores file as it is, or a data file scored first (into the cache and a temp file)."""
+    if next(read_json_lines(path), None) is None:
+        raise InputError("no records: the file is empty", path=str(path))
     if is_scores_file(path):
         records = read_scores(path)
         if criteria is None:
@@ -1311,6 +1313,7 @@ def cache_stats(cache_dir: Path | None) -> None:
     )
     for model, count in stats.models.items():
         console.out.print(f"  {model}: {count}", markup=False)
+    console.out.print(f"record memo: {stats.memo_lines} scores lines", markup=False)
 
 
 @cache.command("export")

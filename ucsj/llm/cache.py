@@ -53,6 +53,7 @@ class CacheStats:
     bytes_on_disk: int
     models: dict[str, int]
     with_logprobs: int
+    memo_lines: int = 0  # finished scores lines in the record memo
 
 
 class ResponseCache:
@@ -174,6 +175,7 @@ class ResponseCache:
             _retry_locked(self._store.volume),
             dict(sorted(models.items())),
             with_logprobs,
+            record_memo.line_count(self.directory),
         )
 
     def clear(self) -> int:

@@ -105,6 +105,14 @@ def invalidate(directory: str | Path) -> None:
             memo.invalidate()
 
 
+def line_count(directory: str | Path) -> int:
+    """How many lines the memo of a cache directory holds (0 without one)."""
+    if not (Path(directory) / FILE_NAME).exists():
+        return 0
+    with RecordMemo(directory) as memo:
+        return len(memo)
+
+
 @cache
 def code_digest() -> bytes:
     """A digest of ucsj's source and templates: any change to how a line is computed (prompts,
