@@ -8,24 +8,11 @@ import json
 
 from conftest import run_complete, ucsj
 from fakeserver import FakeLLMServer, Reply, answer_lines
+from test_scoring import CRITERIA
 
 from ucsj.llm import ChatRequest, ResponseCache
 from ucsj.llm.cache import make_entry
 from ucsj.llm.record_memo import RecordMemo
-
-CRITERIA = {
-    "task": "rag-faithfulness",
-    "concepts": [
-        {
-            "id": "c1",
-            "name": "Attribution",
-            "questions": [
-                {"id": "c1.q1", "text": "Is every claim supported?"},
-                {"id": "c1.q2", "text": "Does it avoid new facts?"},
-            ],
-        }
-    ],
-}
 
 
 def write_inputs(tmp_path, n: int = 6) -> None:

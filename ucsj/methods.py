@@ -457,7 +457,7 @@ class JudgeSummary:
         if "error" in row:
             self.failed += 1
             self.failures.append((row["id"], row["error"]))
-        elif row["pred"] is None:
+        elif row["unreadable"]:  # pairwise: either order without a verdict
             self.no_verdict += 1
 
 
