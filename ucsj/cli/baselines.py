@@ -1,0 +1,177 @@
+"""`ucsj judge`: the judges UCS is compared with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ucsj import console
+from ucsj.cli.base import (
+    CONTEXT,
+    _where,
+    cli,
+    data_argument,
+    lang_option,
+    llm_options,
+    output_option,
+)
+from ucsj.criteria import load_criteria
+from ucsj.data import SampleFile
+from ucsj.errors import BackendError, InputError
+from ucsj.io import read_json_lines
+from ucsj.llm import LLMSettings
+from ucsj.methods import (
+    METHODS,
+    JudgeOptions,
+    fit_rocketeval_calibrator,
+    judge_file,
+    judge_rows,
+)
+from ucsj.tasks import Task, load_task
+from ucsj.transfer import (
+    read_scores,
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@data_argument
+@click.option(
+    "--method",
+    required=True,
+    type=click.Choice(list(METHODS)),
+    help="The judge to run (see ucsj/methods.py for each protocol).",
+)
+@click.option(
+    "--task",
+    "task_spec",
+    default=None,
+    help="Task preset or TOML file. [default: the --criteria set's task]",
+)
+@lang_option
+@click.option(
+    "--guidelines",
+    "guidelines_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="guidelines: a text file replacing the task's guidelines.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="rocketeval, checkeval: pass when the checklist score reaches it.",
+)
+@click.option(
+    "--calibrate-on",
+    "calibrate_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="rocketeval: labelled English data (or rocketeval predictions) to fit the "
+    "item reweighting on.",
+)
+@click.option(
+    "--scores",
+    "scores_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="llm-aggregator: the samples' scores from `ucsj score`.",
+)
+@click.option(
+    "--criteria",
+    "criteria_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="llm-aggregator: the criteria the scores were made with.",
+)
+@output_option()
+@llm_options
+def judge(
+    data: Path,
+    method: str,
+    task_spec: str | None,
+    lang: str | None,
+    guidelines_path: Path | None,
+    threshold: float,
+    calibrate_path: Path | None,
+    scores_path: Path | None,
+    criteria_path: Path | None,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Run a baseline judge; predictions in the same format as `predict`.
+
+    Example: ucsj judge fr.jsonl --method cot --task rag-faithfulness -o fr.cot.jsonl
+    """
+    criteria = load_criteria(criteria_path) if criteria_path else None
+    if task_spec is None and criteria is None:
+        raise InputError("--task is needed (or --criteria, whose task is then used)")
+    task = load_task(task_spec or criteria.task)  # type: ignore[union-attr]
+    options = JudgeOptions(threshold=threshold, criteria=criteria)
+    if guidelines_path is not None:
+        options.guidelines = _read_text(guidelines_path, "guidelines")
+    if method == "llm-aggregator":
+        if scores_path is None or criteria is None:
+            raise InputError("llm-aggregator needs --scores and --criteria")
+        records = read_scores(scores_path)
+        for r in records:
+            if r.criteria != criteria.fingerprint:
+                raise InputError(
+                    f"sample '{r.id}' was scored with other criteria than {criteria_path}",
+                    path=str(scores_path),
+                )
+        options.scores = {r.id: r for r in records}
+    if calibrate_path is not None:
+        if method != "rocketeval":
+            raise InputError("--calibrate-on is for --method rocketeval")
+        SampleFile(data, task, lang).validate()  # bad input fails before any request
+        options.calibrator = fit_rocketeval_calibrator(
+            _rocketeval_rows(calibrate_path, task, settings, lang)
+        )
+    with console.progress(method) as bar:
+        summary = judge_file(
+            data,
+            task,
+            method,
+            settings,
+            options,
+            output,
+            lang=lang,
+            on_row=bar.advance,
+            on_validated=bar.start,
+        )
+    console.info(
+        f"judged {summary.samples} samples with {method} into {_where(output)}; "
+        f"{summary.no_verdict} without a readable verdict"
+    )
+    if summary.failed:
+        first_id, reason = summary.failures[0]
+        raise BackendError(
+            f"{summary.failed} of {summary.samples} samples failed (first: "
+            f"'{first_id}': {reason}); rerun to retry them from the cache"
+        )
+
+
+def _rocketeval_rows(
+    path: Path, task: Task, settings: LLMSettings, lang: str | None
+) -> list[dict[str, Any]]:
+    """Rows with item scores: read from rocketeval predictions, or judged from a data file."""
+    for _, first in read_json_lines(path):
+        if isinstance(first, dict) and first.get("method") == "rocketeval":
+            return [row for _, row in read_json_lines(path)]
+        break
+    return judge_rows(path, task, "rocketeval", settings, JudgeOptions(), lang=lang)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"cannot read the {what} file ({type(exc).__name__})", path=str(path)
+        ) from None
+    if not text:
+        raise InputError(f"the {what} file is empty", path=str(path))
+    return text

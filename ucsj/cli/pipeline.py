@@ -1,0 +1,448 @@
+"""gen, score, fit, predict and report: the UCS pipeline."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from ucsj import console
+from ucsj.cli.base import (
+    CONTEXT,
+    _where,
+    cli,
+    data_argument,
+    file_option,
+    lang_option,
+    llm_options,
+    output_option,
+)
+from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
+from ucsj.errors import BackendError, GateFailed, InputError
+from ucsj.gen import GEN_MODES, generate_criteria
+from ucsj.io import dump_json_line, open_output, read_json_lines
+from ucsj.judge_file import load_judge, save_judge
+from ucsj.llm import LLMSettings
+from ucsj.report import (
+    ALL,
+    DETAIL_COLUMNS,
+    HEADLINE_TITLE,
+    Report,
+    build_report,
+    fmt,
+    headline,
+    parse_gate,
+    write_html,
+    write_json_report,
+    write_junit,
+)
+from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
+from ucsj.tasks import Task, load_task
+from ucsj.transfer import (
+    FEATURE_KINDS,
+    MODULES,
+    TARGETS,
+    ScoreRecord,
+    fit_judge,
+    is_scores_file,
+    predict_records,
+    read_scores,
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--task",
+    "task_spec",
+    required=True,
+    help="A preset (rag-faithfulness, summary-faithfulness) or a TASK.toml file.",
+)
+@output_option("criteria.json")
+@click.option(
+    "--gen",
+    "mode",
+    type=click.Choice(GEN_MODES),
+    default="per-concept",
+    show_default=True,
+    help="One call per concept for its questions, or one for all.",
+)
+@click.option(
+    "--concepts",
+    "n_concepts",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="At most this many concepts.",
+)
+@click.option(
+    "--questions",
+    "n_questions",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="At most this many questions per concept.",
+)
+@llm_options
+def gen(
+    task_spec: str,
+    output: Path,
+    mode: str,
+    n_concepts: int,
+    n_questions: int,
+    settings: LLMSettings,
+) -> None:
+    """Stage 1: generate the criteria set (concepts and yes/no questions, in English).
+
+    Example: ucsj gen --task rag-faithfulness -o criteria.json
+    """
+    task = load_task(task_spec)
+    criteria = generate_criteria(
+        task, settings, mode=mode, n_concepts=n_concepts, n_questions=n_questions
+    )
+    criteria.save(output)
+    console.info(
+        f"wrote {len(criteria.concepts)} concepts, {len(criteria.questions)} questions "
+        f"to {_where(output)} ({criteria.fingerprint[:19]}…)"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@data_argument
+@click.option(
+    "--criteria",
+    "criteria_path",
+    default="criteria.json",
+    show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="criteria.json from gen.",
+)
+@click.option(
+    "--task",
+    "task_spec",
+    default=None,
+    help="Task preset or TOML file. [default: the criteria set's task]",
+)
+@lang_option
+@click.option(
+    "--scoring",
+    type=click.Choice(SCORINGS),
+    default="per-concept",
+    show_default=True,
+    help="One call per concept, one for all questions, or one per question.",
+)
+@output_option()
+@llm_options
+def score(
+    data: Path,
+    criteria_path: Path,
+    task_spec: str | None,
+    lang: str | None,
+    scoring: str,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Stage 2: answer every criterion question for every sample of DATA.
+
+    Example: ucsj score data.jsonl --criteria criteria.json --lang fr -o scores.jsonl
+    """
+    criteria = load_criteria(criteria_path)
+    task = load_task(task_spec or criteria.task)
+    summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
+    langs = ", ".join(f"{k}: {v}" for k, v in summary.langs.items())
+    console.info(
+        f"scored {summary.samples} samples ({langs}) into {_where(output)}; "
+        f"{summary.unreadable} of {summary.values} answers unreadable"
+    )
+    if summary.failed:
+        raise BackendError(failure_message(summary))
+
+
+def _score_with_progress(
+    data: Path,
+    criteria: CriteriaSet,
+    task: Task,
+    output: Path,
+    settings: LLMSettings,
+    lang: str | None,
+    scoring: str,
+) -> ScoreSummary:
+    with console.progress("scoring") as bar:
+        return score_file(
+            data,
+            criteria,
+            task,
+            output,
+            settings,
+            lang=lang,
+            scoring=scoring,
+            on_record=bar.advance,
+            on_validated=bar.start,
+        )
+
+
+def _scores_or_score(
+    path: Path,
+    criteria_path: Path | None,
+    criteria: CriteriaSet | None,
+    lang: str | None,
+    scoring: str,
+    settings: LLMSettings,
+    task_spec: str | None,
+) -> tuple[list[ScoreRecord], CriteriaSet]:
+    """A scores file as it is, or a data file scored first (into the cache and a temp file)."""
+    if next(read_json_lines(path), None) is None:
+        raise InputError("no records: the file is empty", path=str(path))
+    if is_scores_file(path):
+        records = read_scores(path)
+        if criteria is None:
+            if criteria_path is None:
+                raise InputError(
+                    "--criteria is needed with a scores file from other criteria", path=str(path)
+                )
+            criteria = load_criteria(criteria_path)
+        return records, criteria
+    if criteria is None:
+        criteria_path = criteria_path or Path("criteria.json")
+        if not criteria_path.exists():
+            raise InputError(
+                "this is a data file, not scores: --criteria (default criteria.json) is needed "
+                "to score it",
+                path=str(path),
+            )
+        criteria = load_criteria(criteria_path)
+    task = load_task(task_spec or criteria.task)
+    with tempfile.TemporaryDirectory() as tmp:
+        scored = Path(tmp) / "scores.jsonl"
+        summary = _score_with_progress(path, criteria, task, scored, settings, lang, scoring)
+        if summary.failed:
+            raise BackendError(failure_message(summary))
+        return read_scores(scored), criteria
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--train",
+    "train_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Labelled English scores, or a data file to score first.",
+)
+@click.option(
+    "--criteria",
+    "criteria_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="criteria.json; needed when --train is a data file.",
+)
+@click.option(
+    "--module",
+    type=click.Choice(["auto", *MODULES]),
+    default="auto",
+    show_default=True,
+    help="Transfer module; auto picks by the English validation metric (BA, Kendall's tau or "
+    "pairwise accuracy).",
+)
+@click.option(
+    "--target",
+    type=click.Choice(list(TARGETS.values())),
+    default=None,
+    help="What to learn: label (binary), score (pointwise, regression or ordinal) or "
+    "preference (pairwise, from s(a) - s(b)). [default: the gold field the scores carry]",
+)
+@click.option(
+    "--features",
+    type=click.Choice(FEATURE_KINDS),
+    default="concept",
+    show_default=True,
+    help="Concept means s(x) or criterion answers z(x).",
+)
+@click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@lang_option
+@click.option(
+    "--scoring",
+    type=click.Choice(SCORINGS),
+    default="per-concept",
+    show_default=True,
+    help="Granularity, when scoring a data file.",
+)
+@output_option("judge.skops")
+@llm_options
+def fit(
+    train_path: Path,
+    criteria_path: Path | None,
+    module: str,
+    target: str | None,
+    features: str,
+    task_spec: str | None,
+    lang: str | None,
+    scoring: str,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Stage 3: train the transfer module on labelled (English) scores.
+
+    Binary tasks learn the label, pointwise tasks the score, pairwise tasks the preference.
+
+    Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
+    """
+    records, criteria = _scores_or_score(
+        train_path, criteria_path, None, lang, scoring, settings, task_spec
+    )
+    judge = fit_judge(
+        records, criteria, module=module, features=features, target=target, source=str(train_path)
+    )
+    meta = judge["meta"]
+    if meta["validation"]:
+        table = Table(
+            "module", f"validation {meta['validation_metric']}", title="English validation split"
+        )
+        for name, value in meta["validation"].items():
+            mark = " <- chosen" if name == meta["module"] else ""
+            table.add_row(name, f"{fmt(value)}{mark}")
+        console.out.print(table)
+        if all(math.isnan(v) for v in meta["validation"].values()):
+            console.info(
+                f"the validation split is too small to compare modules; took {meta['module']} "
+                "(choose one with --module)"
+            )
+    save_judge(judge, output)
+    console.info(
+        f"trained {meta['module']} ({meta['target']}) on {meta['train_size']} samples "
+        f"({', '.join(meta['train_langs'])}) -> {output}"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@data_argument
+@click.option(
+    "--judge",
+    "judge_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="judge.skops from fit.",
+)
+@click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@lang_option
+@output_option()
+@llm_options
+def predict(
+    data: Path,
+    judge_path: Path,
+    task_spec: str | None,
+    lang: str | None,
+    output: Path,
+    settings: LLMSettings,
+) -> None:
+    """Apply a judge to scores, or to a data file (scored first with the judge's criteria).
+
+    Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
+    """
+    judge = load_judge(judge_path)
+    meta = judge["meta"]
+    criteria = criteria_from_json(meta["criteria"], str(judge_path))
+    if not is_scores_file(data):
+        settings.model = meta["scoring_model"]
+    records, _ = _scores_or_score(data, None, criteria, lang, meta["scoring"], settings, task_spec)
+    rows = predict_records(judge, records, source=str(data))
+    with open_output(output) as out:
+        for row in rows:
+            out.write(dump_json_line(row))
+    console.info(f"wrote {len(rows)} predictions to {_where(output)}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument(
+    "predictions", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--gate",
+    "gates",
+    multiple=True,
+    help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
+    '"pass_rate[hi]>=0.9", "error_rate<=0.05", "tau[de-en]>=0.3", "acc[fr/chat]>=0.7", '
+    '"position_bias<=0.6". Exit 1 when one fails.',
+)
+@click.option(
+    "--max-error-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help='Shorthand for --gate "error_rate<=X".',
+)
+@file_option("--json", "json_path", "Write the report as JSON.")
+@file_option("--junit", "junit_path", "Write JUnit XML: a test case per language and gate.")
+@file_option("--html", "html_path", "Write a self-contained HTML page.")
+@click.option(
+    "--figure",
+    "figures",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A PNG (e.g. from `ucsj analyze`) to inline in the --html page; repeatable.",
+)
+def report(
+    predictions: tuple[Path, ...],
+    gates: tuple[str, ...],
+    max_error_rate: float | None,
+    json_path: Path | None,
+    junit_path: Path | None,
+    html_path: Path | None,
+    figures: tuple[Path, ...],
+) -> None:
+    """Quality per language and method, with gates for CI: balanced accuracy for binary
+    tasks, Kendall's tau per language pair for pointwise ones, accuracy over both orders with
+    position bias per language and subset for pairwise ones.
+
+    Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
+    """
+    parsed = [parse_gate(g) for g in gates]
+    if max_error_rate is not None:
+        parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
+    result = build_report(list(predictions), parsed)
+    print_report(result)
+    if json_path:
+        write_json_report(result, json_path)
+    if junit_path:
+        write_junit(result, junit_path)
+    if html_path:
+        write_html(result, html_path, list(figures))
+    for gate in result.gates:
+        if not gate.passed:
+            console.err.print(gate.line(), markup=False)
+    if result.failed_gates:
+        raise GateFailed(f"{len(result.failed_gates)} of {len(result.gates)} gate checks failed")
+
+
+def print_report(result: Report) -> None:
+    title = HEADLINE_TITLE[result.kind]
+    if len(result.methods) > 1:
+        table = Table("method", *result.langs, ALL, title=f"{title} (* best per column)")
+        for method in result.methods:
+            cells = []
+            for group in [*result.langs, ALL]:
+                m = result.table[method].get(group)
+                star = "*" if m is not None and result.best(group) == method else ""
+                cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
+            table.add_row(method, *cells)
+        console.out.print(table)
+    details = DETAIL_COLUMNS[result.kind]
+    for method in result.methods:
+        table = Table(
+            "group",
+            "n",
+            f"{result.headline} [95% CI]",
+            *(name for _, name in details),
+            title=method,
+        )
+        for group in [*result.langs, *result.breakdowns, ALL]:
+            m = result.table[method].get(group)
+            if m is None:
+                continue
+            table.add_row(
+                group,
+                str(m.n),
+                headline(result, m),
+                *(fmt(m.value(metric)) for metric, _ in details),
+            )
+        console.out.print(table)
