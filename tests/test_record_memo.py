@@ -5,6 +5,7 @@ Also: when two processes record the same request, the first recording wins for b
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from conftest import run_complete, ucsj
 from fakeserver import FakeLLMServer, Reply, answer_lines
@@ -124,3 +125,22 @@ def test_the_first_recording_of_a_request_wins(make_settings):
     assert completion.text == "No"
     with ResponseCache(settings.cache_dir) as cache:
         assert cache.get(request.key)["response"]["choices"][0]["message"]["content"] == "No"
+
+
+def test_a_memo_that_cannot_be_written_only_costs_speed(tmp_path, monkeypatch):
+    write_inputs(tmp_path, 3)
+    with FakeLLMServer(lambda body: answer_lines([0.9, 0.2])) as server:
+        first = score(tmp_path, "a.jsonl", "--base-url", server.base_url, "--cache", "off")
+
+        monkeypatch.setattr(RecordMemo, "_transaction", lambda self: _Raising())
+        assert score(tmp_path, "b.jsonl", "--base-url", server.base_url) == first
+    with RecordMemo(tmp_path / "cache") as memo:
+        assert len(memo) == 0  # nothing memoised, nothing lost
+
+
+class _Raising:
+    def __enter__(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    def __exit__(self, *exc):
+        return False

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 from ucsj.answers import numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
+from ucsj.errors import BackendError
 from ucsj.io import dump_json_line, open_output
 from ucsj.llm import CacheMode, ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
@@ -26,6 +29,8 @@ from ucsj.llm.request import canonical_json
 from ucsj.prompts import numbered, render, sample_values
 from ucsj.streaming import Done, batched, in_order
 from ucsj.tasks import Task
+
+log = logging.getLogger("ucsj.scoring")
 
 SCORINGS = ("per-concept", "joint", "per-criterion")
 # A scoring response cut off at max_tokens is still the model's deterministic answer to the
@@ -345,7 +350,17 @@ def _memo_for(settings: LLMSettings) -> Iterator[RecordMemo | None]:
     if mode is CacheMode.OFF:
         yield None
         return
-    with RecordMemo(settings.cache_dir) as memo:
+    try:
+        memo = RecordMemo(settings.cache_dir)
+    except sqlite3.Error as exc:
+        if mode is CacheMode.REFRESH:  # a memo that cannot be emptied could serve stale lines
+            raise BackendError(
+                f"cannot empty the record memo in {settings.cache_dir}: {exc}"
+            ) from None
+        log.warning("record memo unusable (%s); computing every line", exc)
+        yield None
+        return
+    with memo:
         if mode is CacheMode.REFRESH:
             memo.invalidate()
             yield None

@@ -55,23 +55,38 @@ class RecordMemo:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # Reading and filling the memo is best effort: a failure (a full disk, a read-only
+    # directory) is logged once and the run goes on without it, computing every line.
+    usable = True
+
     def get_many(self, keys: list[bytes]) -> dict[bytes, str]:
         """The stored lines among `keys` (one query for the batch)."""
-        if not keys:
+        if not keys or not self.usable:
             return {}
         marks = ",".join("?" * len(keys))
-        rows = self._db.execute(
-            f"SELECT key, value FROM memo WHERE generation = ? AND key IN ({marks})",
-            [self.generation, *keys],
-        )
-        return dict(rows)
+        try:
+            rows = self._db.execute(
+                f"SELECT key, value FROM memo WHERE generation = ? AND key IN ({marks})",
+                [self.generation, *keys],
+            )
+            return dict(rows)
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+            return {}
 
     def put_many(self, items: Iterable[tuple[bytes, str]]) -> None:
         rows = [(key, self.generation, value) for key, value in items]
-        if not rows:
+        if not rows or not self.usable:
             return
-        with self._transaction():
-            self._db.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?)", rows)
+        try:
+            with self._transaction():
+                self._db.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?)", rows)
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+
+    def _give_up(self, exc: sqlite3.Error) -> None:
+        log.warning("record memo %s unusable (%s); computing every line", self.path, exc)
+        self.usable = False
 
     def invalidate(self) -> None:
         """Forget every line and advance the generation (recorded responses may change)."""
