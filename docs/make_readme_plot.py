@@ -17,7 +17,7 @@ from test_analysis import CRITERIA, make_scores  # noqa: E402
 
 from ucsj.analysis import sample_efficiency  # noqa: E402
 from ucsj.plots import plot_efficiency  # noqa: E402
-from ucsj.transfer import read_scores  # noqa: E402
+from ucsj.scores import read_scores  # noqa: E402
 
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)

@@ -66,7 +66,7 @@ def files(tmp_path_factory):
 
 
 def _records(files):
-    from ucsj.transfer import read_scores
+    from ucsj.scores import read_scores
 
     return {lang: read_scores(path) for lang, path in files.items()}
 

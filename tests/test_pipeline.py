@@ -13,7 +13,8 @@ from synth import ScriptedJudge, write_dataset
 
 from ucsj.criteria import load_criteria
 from ucsj.metrics import balanced_accuracy
-from ucsj.transfer import fit_judge, predict_records, read_scores
+from ucsj.scores import read_scores
+from ucsj.transfer import fit_judge, predict_records
 
 
 @pytest.fixture(scope="module")

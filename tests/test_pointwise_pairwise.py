@@ -15,7 +15,8 @@ from record_settings import MODEL, SETTINGS, TARGETS
 
 from ucsj.criteria import load_criteria
 from ucsj.errors import InputError
-from ucsj.transfer import fit_judge, predict_records, read_scores
+from ucsj.scores import read_scores
+from ucsj.transfer import fit_judge, predict_records
 
 LANGS = ("en", *TARGETS)
 

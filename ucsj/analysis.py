@@ -15,14 +15,8 @@ from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
 from ucsj.llm.cache import ResponseCache
 from ucsj.metrics import balanced_accuracy
-from ucsj.transfer import (
-    MODULES,
-    RANDOM_STATE,
-    ScoreRecord,
-    feature_matrix,
-    feature_names,
-    fit_module,
-)
+from ucsj.scores import ScoreRecord
+from ucsj.transfer import MODULES, RANDOM_STATE, feature_matrix, feature_names, fit_module
 
 FRACTIONS = (0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.00)  # paper 5.2
 TEST_SHARE = 0.30

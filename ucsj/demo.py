@@ -19,9 +19,10 @@ from ucsj.io import atomic_writer, dump_json_line
 from ucsj.judge_file import save_judge
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
 from ucsj.report import Report, build_report
+from ucsj.scores import read_scores
 from ucsj.scoring import failure_message, score_file
 from ucsj.tasks import load_task
-from ucsj.transfer import fit_judge, predict_records, read_scores
+from ucsj.transfer import fit_judge, predict_records
 
 DEMO_LANGS = ("en", "fr", "de", "es", "hi")
 TRAIN_LANG = "en"

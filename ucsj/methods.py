@@ -24,9 +24,9 @@ from ucsj.io import dump_json_line, open_output
 from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import fence, numbered, pair_block, render, sample_values
+from ucsj.scores import ScoreRecord
 from ucsj.streaming import in_order
 from ucsj.tasks import Task
-from ucsj.transfer import ScoreRecord
 
 REASONING_TOKENS = 512  # a verdict after step-by-step reasoning
 ROCKETEVAL_ITEMS = 5

@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,16 +33,14 @@ from sklearn.svm import SVC, SVR
 from ucsj import __version__
 from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
-from ucsj.io import read_json_lines
 from ucsj.judge_file import JUDGE_FORMAT
 from ucsj.metrics import balanced_accuracy, kendall_tau
+from ucsj.scores import TARGETS, ScoreRecord
 
 RANDOM_STATE = 42
 IMPUTE = 0.5  # an unreadable answer carries no evidence either way
 VALIDATION_SHARE = 0.25
 FEATURE_KINDS = ("concept", "criterion")
-# The gold field each task kind's scores carry, which is what `fit` learns.
-TARGETS = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
 
 # Appendix A.3 of the UCS paper, all in one place. Order breaks ties in --module auto.
 MODULES: dict[str, Callable[[], BaseEstimator]] = {
@@ -80,104 +77,6 @@ SCORE_MODULES: dict[str, Callable[[], BaseEstimator]] = {
     ),
     "knn": lambda: KNeighborsRegressor(n_neighbors=5),
 }
-
-
-@dataclass(frozen=True)
-class ScoreRecord:
-    id: str
-    lang: str
-    label: int | None
-    z: dict[str, float | None]
-    s: dict[str, float | None]
-    criteria: str
-    model: str
-    scoring: str
-    error: str | None
-    kind: str = "binary"  # the task kind the sample was scored for
-    score: int | None = None  # pointwise gold
-    preference: str | None = None  # pairwise gold
-    z_b: dict[str, float | None] | None = None  # pairwise: the second response
-    s_b: dict[str, float | None] | None = None
-    groups: dict[str, str] = field(default_factory=dict)  # subset, pair
-
-    @property
-    def gold(self) -> Any:
-        return getattr(self, TARGETS[self.kind])
-
-    def gold_fields(self) -> dict[str, Any]:
-        return {TARGETS[self.kind]: self.gold}
-
-
-def read_scores(path: str | Path) -> list[ScoreRecord]:
-    records = []
-    for line, raw in read_json_lines(path):
-        records.append(score_record(raw, str(path), line))
-    if not records:
-        raise InputError("no records: the scores file is empty", path=str(path))
-    return records
-
-
-def score_record(raw: Any, path: str, line: int) -> ScoreRecord:
-    def fail(message: str, name: str) -> InputError:
-        return InputError(message, path=path, line=line, field=name)
-
-    if not isinstance(raw, dict):
-        raise InputError("record is not a JSON object", path=path, line=line)
-    kind = "pairwise" if "z_b" in raw else "pointwise" if "score" in raw else "binary"
-    required = [
-        ("id", str),
-        ("lang", str),
-        ("z", dict),
-        ("s", dict),
-        ("criteria", str),
-        ("model", str),
-        ("scoring", str),
-    ]
-    if kind == "pairwise":
-        required += [("z_b", dict), ("s_b", dict)]
-    for name, expected in required:
-        if not isinstance(raw.get(name), expected):
-            raise fail(
-                "missing or of the wrong type (is this a scores file from `ucsj score`?)", name
-            )
-    gold = _gold(raw, kind, fail)
-    for name in ("z", "s", "z_b", "s_b"):
-        for key, value in (raw.get(name) or {}).items():
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
-            ):
-                raise fail(f"'{key}' must be a number in [0, 1] or null", name)
-    return ScoreRecord(
-        raw["id"],
-        raw["lang"],
-        gold if kind == "binary" else None,
-        raw["z"],
-        raw["s"],
-        raw["criteria"],
-        raw["model"],
-        raw["scoring"],
-        raw.get("error"),
-        kind=kind,
-        score=gold if kind == "pointwise" else None,
-        preference=gold if kind == "pairwise" else None,
-        z_b=raw.get("z_b"),
-        s_b=raw.get("s_b"),
-        groups={k: v for k in ("subset", "pair") if isinstance(v := raw.get(k), str)},
-    )
-
-
-def _gold(raw: dict[str, Any], kind: str, fail: Callable[[str, str], InputError]) -> Any:
-    name = TARGETS[kind]
-    value = raw.get(name)
-    if value is None:
-        return None
-    if kind == "binary" and (value not in (0, 1) or isinstance(value, float)):
-        raise fail(f"must be 0, 1 or null, got {value!r}", name)
-    if kind == "pointwise" and (isinstance(value, bool) or not isinstance(value, int)):
-        raise fail(f"must be an integer or null, got {value!r}", name)
-    if kind == "pairwise" and value not in ("a", "b"):
-        raise fail(f'must be "a", "b" or null, got {value!r}', name)
-    return value
 
 
 def feature_names(criteria: CriteriaSet, kind: str) -> list[str]:
@@ -491,10 +390,3 @@ def predict_records(
 def min_max(counts: dict[str, int]) -> tuple[float, float]:
     values = [float(k) for k in counts]
     return min(values), max(values)
-
-
-def is_scores_file(path: str | Path) -> bool:
-    """True when the first record looks like `ucsj score` output (has `z` and `criteria`)."""
-    for _, first in read_json_lines(path):
-        return isinstance(first, dict) and "z" in first and "criteria" in first
-    return False

@@ -33,14 +33,8 @@ from ucsj.io import read_json_lines, write_json
 from ucsj.llm import ResponseCache
 from ucsj.llm.cache import default_cache_dir
 from ucsj.plots import plot_bars, plot_efficiency, plot_importance
-from ucsj.transfer import (
-    FEATURE_KINDS,
-    MODULES,
-    ScoreRecord,
-    fit_judge,
-    predict_records,
-    read_scores,
-)
+from ucsj.scores import ScoreRecord, read_scores
+from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
 
 
 @cli.group(context_settings=CONTEXT)

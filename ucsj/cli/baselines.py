@@ -29,10 +29,8 @@ from ucsj.methods import (
     judge_file,
     judge_rows,
 )
+from ucsj.scores import read_scores
 from ucsj.tasks import Task, load_task
-from ucsj.transfer import (
-    read_scores,
-)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -39,18 +39,10 @@ from ucsj.report import (
     write_json_report,
     write_junit,
 )
+from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
 from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
 from ucsj.tasks import Task, load_task
-from ucsj.transfer import (
-    FEATURE_KINDS,
-    MODULES,
-    TARGETS,
-    ScoreRecord,
-    fit_judge,
-    is_scores_file,
-    predict_records,
-    read_scores,
-)
+from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
 
 
 @cli.command(context_settings=CONTEXT)
