@@ -143,13 +143,10 @@ async def score_output(
     # Hits are read synchronously: a replayed run then creates no task per call.
     results: list[Any] = [client.cached(c.request) for c in calls]
     missing = [i for i, r in enumerate(results) if r is None]
-    if missing:
-        fetched = await asyncio.gather(
-            *(client.complete(calls[i].request, allow_truncated=True) for i in missing),
-            return_exceptions=True,
-        )
-        for i, result in zip(missing, fetched, strict=True):
-            results[i] = result
+    for i, result in zip(
+        missing, await _fetch_all(client, [calls[i] for i in missing]), strict=True
+    ):
+        results[i] = result
     scored = ScoredOutput(
         z={q.id: None for q in criteria.questions},
         answers={},
@@ -170,6 +167,19 @@ async def score_output(
         for question, value in zip(call.questions, call_values(call, result), strict=True):
             scored.z[question.id] = None if value is None else round(value, 6)
     return scored
+
+
+async def _fetch_all(client: LLMClient, calls: list[Call]) -> list[Any]:
+    """Each call's completion or exception; a single call is awaited without a task."""
+    if len(calls) == 1:
+        try:
+            return [await client.complete(calls[0].request, allow_truncated=True)]
+        except Exception as exc:  # the same contract as gather(return_exceptions=True)
+            return [exc]
+    return await asyncio.gather(
+        *(client.complete(call.request, allow_truncated=True) for call in calls),
+        return_exceptions=True,
+    )
 
 
 async def score_sample(
