@@ -20,7 +20,8 @@ from synth import ScriptedJudge, write_pairs, write_translations
 
 MODEL = "scripted-judge-2025-01-01"
 SIZES = {"en": 32, "de": 24, "fr": 24}
-TARGETS = ("de", "fr")  # CE-Judge is recorded on the target languages only
+TARGETS = ("de", "fr")  # the baselines are recorded on the target languages only
+METHODS = ("zero-shot", "ce-judge")  # the baselines that judge scores and preferences
 SETTINGS = {
     "pointwise": ("literary-translation", write_translations),
     "pairwise": ("multilingual-chat", write_pairs),
@@ -41,8 +42,8 @@ def record(setting: str) -> None:
         for lang in SIZES:
             data = str(target / f"{lang}.jsonl")
             assert ucsj("score", data, "--criteria", criteria, "-o", f"{tmp}/s.jsonl", *common) == 0
-            if lang in TARGETS:
-                judged = ["--method", "ce-judge", "--task", task, "-o", f"{tmp}/p.jsonl"]
+            for method in METHODS if lang in TARGETS else ():
+                judged = ["--method", method, "--task", task, "-o", f"{tmp}/p.jsonl"]
                 assert ucsj("judge", data, *judged, *common) == 0
         assert (
             ucsj("cache", "export", "-o", str(target / "responses.jsonl"), "--cache-dir", tmp) == 0

@@ -161,6 +161,15 @@ class ScriptedJudge:
             first, second = (self.labels[o] for o in outputs)
             choice = "A" if first >= second or abs(first - second) < 0.3 else "B"
             return Reply(text=f"Both responses answer the prompt.\nVerdict: {choice}")
+        if ending.endswith("Answer with the letter A or B only."):
+            first, second = (self.labels[o] for o in outputs)
+            choice = "A" if first >= second or abs(first - second) < 0.2 else "B"
+            return Reply(tokens=[(choice, {choice: 0.9, "B" if choice == "A" else "A": 0.1})])
+        if ending.startswith("Answer with the score only"):
+            gold = 1 + 6 * self.labels[outputs[0]]
+            guess = min(7, max(1, round(gold + 3 * unit(outputs[0], "zs") - 1.5)))
+            near = min(7, guess + 1) if guess < 7 else guess - 1
+            return Reply(tokens=[(str(guess), {str(guess): 0.7, str(near): 0.3})])
         if '"Score: X"' in ending:
             gold = 1 + round(6 * self.labels[outputs[0]])
             noisy = min(7, max(1, gold + round(2 * unit(outputs[0], "ce") - 1)))

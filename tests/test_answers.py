@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from ucsj.answers import numbered_answers, single_answer, yes_no
+from ucsj.answers import (
+    expected_score,
+    final_score,
+    first_choice,
+    numbered_answers,
+    single_answer,
+    yes_no,
+)
 from ucsj.llm.response import Completion, TokenLogprob, parse_completion
 
 
@@ -130,3 +137,49 @@ def test_legacy_logprobs_layout():
     }
     p = single_answer(parse_completion(body))
     assert p == pytest.approx(math.exp(-0.1) / (math.exp(-0.1) + math.exp(-2.4)))
+
+
+def with_first_token(top: dict[str, float]) -> Completion:
+    chosen = max(top, key=top.__getitem__)
+    alternatives = tuple((t, math.log(p)) for t, p in top.items())
+    return Completion(
+        chosen, "stop", (TokenLogprob(chosen, math.log(top[chosen]), alternatives),), None, None, {}
+    )
+
+
+def test_expected_score_weighs_the_scale_digits_among_the_alternatives():
+    # 0.5 x 6 + 0.3 x 5 + 0.1 x 9 (off the scale: left out), renormalised over 0.8
+    completion = with_first_token({"6": 0.5, "5": 0.3, "9": 0.1, " The": 0.1})
+    assert expected_score(completion, 1, 7) == pytest.approx((0.5 * 6 + 0.3 * 5) / 0.8)
+    assert expected_score(text("Score: 4"), 1, 7) == 4.0  # no logprobs: the written integer
+    assert expected_score(text("12"), 1, 7) is None  # off the scale
+    assert expected_score(text("good"), 1, 7) is None
+
+
+@pytest.mark.parametrize(
+    "reply,score",
+    [
+        ("Feedback.\nScore: 5", 5),
+        ("**Score:** 6/7", 6),
+        ("Score: 3\nOn reflection,\nScore: 4", 4),  # the last one counts
+        ("Score: 9", None),  # off the scale
+        ("no score here", None),
+    ],
+)
+def test_final_score(reply, score):
+    assert final_score(reply, 1, 7) == score
+
+
+@pytest.mark.parametrize(
+    "reply,choice",
+    [
+        ("A", "a"),
+        ("B.", "b"),
+        ("**A**", "a"),
+        ("Response B is better.\nVerdict: B", "b"),
+        ("Verdict: [Response A]", "a"),
+        ("Both are fine.", None),
+    ],
+)
+def test_choices(reply, choice):
+    assert first_choice(text(reply)) == choice

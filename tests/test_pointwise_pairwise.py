@@ -22,7 +22,7 @@ LANGS = ("en", *TARGETS)
 
 
 def replay_chain(setting: str, workdir: Path) -> dict[str, Path]:
-    """gen, score, fit, predict and judge from the recorded responses, with no server."""
+    """gen, score, fit, predict and both judges from the recorded responses, with no server."""
     task = SETTINGS[setting][0]
     fixtures = ROOT / "fixtures" / setting
     cache = ["--cache-dir", str(workdir / "cache")]
@@ -39,15 +39,16 @@ def replay_chain(setting: str, workdir: Path) -> dict[str, Path]:
     assert ucsj("fit", *train, "-o", str(files["judge"])) == 0
     for lang in TARGETS:
         files[f"{lang}.ucs"] = workdir / f"{lang}.ucs.jsonl"
-        files[f"{lang}.ce"] = workdir / f"{lang}.ce.jsonl"
         scores = str(files[f"{lang}.scores"])
         assert (
             ucsj("predict", scores, "--judge", str(files["judge"]), "-o", str(files[f"{lang}.ucs"]))
             == 0
         )
         data = str(fixtures / f"{lang}.jsonl")
-        judged = ["--method", "ce-judge", "--task", task, "-o", str(files[f"{lang}.ce"])]
-        assert ucsj("judge", data, *judged, *offline) == 0
+        for method, tag in (("ce-judge", "ce"), ("zero-shot", "zs")):
+            files[f"{lang}.{tag}"] = workdir / f"{lang}.{tag}.jsonl"
+            judged = ["--method", method, "--task", task, "-o", str(files[f"{lang}.{tag}"])]
+            assert ucsj("judge", data, *judged, *offline) == 0
     return files
 
 
@@ -115,7 +116,7 @@ def pair_counts(group: list[dict]) -> dict[str, float]:
 
 
 def test_pointwise_report_matches_kendall_tau_counted_by_hand(pointwise, tmp_path):
-    paths = [pointwise[f"{lang}.{m}"] for m in ("ucs", "ce") for lang in TARGETS]
+    paths = [pointwise[f"{lang}.{m}"] for m in ("ucs", "ce", "zs") for lang in TARGETS]
     code, report = report_json(paths, tmp_path / "r.json", "tau>=0.5")
     assert code == 0 and report["kind"] == "pointwise"
     assert report["languages"] == ["en-de", "en-fr"]  # grouped by language pair
@@ -138,6 +139,12 @@ def test_english_trained_score_model_ranks_other_languages(pointwise):
         assert all(1 <= r["pred"] <= 7 for r in predicted)  # on the training scale
     ce = rows(pointwise["de.ce"])
     assert all(isinstance(r["pred"], int) for r in ce)  # CE-Judge's `Score: X`
+    # zero-shot reads the expected score over the answer token's alternatives (0.7 / 0.3)
+    zero_shot = rows(pointwise["de.zs"])
+    assert all(
+        r["pred"] % 1 == pytest.approx(0.3) or r["pred"] % 1 == pytest.approx(0.7)
+        for r in zero_shot
+    )
 
 
 def test_shuffled_training_scores_rank_at_chance(pointwise):
@@ -182,7 +189,7 @@ def test_pointwise_gates_and_kind_checks(pointwise, tmp_path, capsys):
 
 
 def test_pairwise_report_matches_counts_by_language_and_subset(pairwise, tmp_path):
-    paths = [pairwise[f"{lang}.{m}"] for m in ("ucs", "ce") for lang in TARGETS]
+    paths = [pairwise[f"{lang}.{m}"] for m in ("ucs", "ce", "zs") for lang in TARGETS]
     code, report = report_json(paths, tmp_path / "r.json")
     assert code == 0 and report["kind"] == "pairwise"
     assert report["languages"] == list(TARGETS)
@@ -221,9 +228,11 @@ def test_ucs_preferences_transfer_without_position_bias(pairwise):
 
 def test_ce_judge_position_bias_is_measured_and_gated(pairwise, tmp_path):
     """The scripted judge picks the first response when two are close: both orders expose it."""
+    for method in ("ce", "zs"):
+        both = [r for lang in TARGETS for r in rows(pairwise[f"{lang}.{method}"])]
+        counts = pair_counts(both)
+        assert counts["position_bias"] > 0.55 and counts["consistency"] < 1.0, method
     preds = [pairwise[f"{lang}.ce"] for lang in TARGETS]
-    counts = pair_counts([r for p in preds for r in rows(p)])
-    assert counts["position_bias"] > 0.6 and counts["consistency"] < 1.0
     code, report = report_json(preds, tmp_path / "r.json", "position_bias[all]<=0.6", "acc>=0.5")
     assert code == 1
     failed = [(g["gate"], g["group"]) for g in report["gates"] if not g["passed"]]

@@ -87,10 +87,10 @@ def test_good_records_and_binary_only_commands(tmp_path, capsys):
         )
     )
     # scoring a pairwise sample scores both responses; judging it needs a pairwise method
-    assert ucsj("judge", str(path), "--method", "zero-shot", "--task", "multilingual-chat") == 2
+    assert ucsj("judge", str(path), "--method", "cot", "--task", "multilingual-chat") == 2
     err = capsys.readouterr().err
-    assert "zero-shot judges binary tasks only" in err
-    assert "ce-judge" in err
+    assert "cot judges binary tasks only" in err
+    assert "use zero-shot, ce-judge" in err
 
 
 def test_convert_mm_eval_balances_positions(tmp_path):

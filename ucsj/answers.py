@@ -329,3 +329,30 @@ def final_choice(text: str) -> str | None:
         return matches[-1].lower()
     last = next((line.strip(_STRIP) for line in reversed(text.splitlines()) if line.strip()), "")
     return last.lower() if last in ("A", "B") else None
+
+
+def expected_score(completion: Completion, low: int, high: int) -> float | None:
+    """A one-integer answer on the scale: the expected score under the first answer token's
+    alternatives that are on the scale (G-Eval's reading), or the written integer when the
+    response has no logprobs or the scale has two-digit scores."""
+    if completion.tokens and high < 10:
+        token = next((t for t in completion.tokens if t.token.strip(_STRIP)), None)
+        if token is not None:
+            weights: dict[int, float] = {}
+            for alt, logprob in token.top:
+                text = alt.strip(_STRIP)
+                if text.isdigit() and low <= int(text) <= high:
+                    weights[int(text)] = weights.get(int(text), 0.0) + math.exp(logprob)
+            total = sum(weights.values())
+            if total > 0:
+                return sum(score * w for score, w in weights.items()) / total
+    match = re.search(r"\d+", completion.text)
+    if match is None or not low <= int(match.group()) <= high:
+        return None
+    return float(match.group())
+
+
+def first_choice(completion: Completion) -> str | None:
+    """ "a" or "b" from an answer that starts with the letter A or B ("B", "A.", "**A**")."""
+    word = first_word(completion.text).strip(_STRIP)
+    return word.lower() if word in ("A", "B") else final_choice(completion.text)

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from ucsj.answers import final_choice, final_score, final_verdict, numbered_answers, single_answer
+from ucsj.answers import (
+    expected_score,
+    final_choice,
+    final_score,
+    final_verdict,
+    first_choice,
+    numbered_answers,
+    single_answer,
+)
 from ucsj.criteria import CriteriaSet
 from ucsj.data import Sample, SampleFile
 from ucsj.errors import InputError
@@ -94,10 +102,47 @@ def _verdict_judgement(completion: Completion) -> Judgement:
 
 
 async def zero_shot(ctx: Context, sample: Sample) -> Judgement:
-    """The task's question asked directly; the first word is the verdict."""
-    reply = await ctx.ask(render("judge_zero_shot", **sample_values(ctx.task, sample)), 4)
-    p = single_answer(reply)
+    """The task's question asked directly; the first word is the verdict. Pointwise: the
+    score, read as the expected value over the answer token's alternatives. Pairwise: A or
+    B, asked in both orders."""
+    if ctx.task.kind == "pairwise":
+        return await both_orders(ctx, sample, _zero_shot_choice)
+    values = sample_values(ctx.task, sample)
+    if ctx.task.kind == "pointwise":
+        low, high = ctx.task.scale
+        prompt = render(
+            "judge_zero_shot_pointwise",
+            guide=ctx.task.guide(),
+            low=str(low),
+            high=str(high),
+            **values,
+        )
+        score = expected_score(await ctx.ask(prompt, 4), low, high)
+        return Judgement(None if score is None else round(score, 6), None)
+    p = single_answer(await ctx.ask(render("judge_zero_shot", **values), 4))
     return Judgement(None if p is None else int(p >= 0.5), p)
+
+
+async def _zero_shot_choice(ctx: Context, sample: Sample, first: str, second: str) -> str | None:
+    prompt = render(
+        "judge_zero_shot_pairwise",
+        question=ctx.task.question,
+        pair=pair_block(ctx.task, sample, first, second),
+    )
+    return first_choice(await ctx.ask(prompt, 4))
+
+
+ChooseFn = Callable[[Context, Sample, str, str], Awaitable[str | None]]
+
+
+async def both_orders(ctx: Context, sample: Sample, choose: ChooseFn) -> Judgement:
+    """A pairwise verdict as given and with the responses swapped; the swapped verdict is
+    mapped back to the original positions (`pred_swapped`)."""
+    first, second = sample.output, sample.output_b or ""
+    forward, backward = await asyncio.gather(
+        choose(ctx, sample, first, second), choose(ctx, sample, second, first)
+    )
+    return Judgement(forward, None, {"pred_swapped": SWAP.get(backward or "")})
 
 
 async def cot(ctx: Context, sample: Sample) -> Judgement:
@@ -350,32 +395,33 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
 
 
 async def _ce_judge_pair(ctx: Context, sample: Sample) -> Judgement:
-    """Each response gets its own checklist; the pair is judged as given and swapped, the
-    swapped verdict mapped back to the original positions (`pred_swapped`)."""
+    """Each response gets its own checklist (shared by both orders through the cache); the
+    pair is judged as given and swapped."""
     first, second = sample.output, sample.output_b or ""
     lists = await asyncio.gather(
         ce_checklist(ctx, replace(sample, output=first)),
         ce_checklist(ctx, replace(sample, output=second)),
     )
-    checklists = [numbered(items) or "(empty)" for items in lists]
+    checklists = {
+        text: numbered(items) or "(empty)"
+        for text, items in zip((first, second), lists, strict=True)
+    }
 
-    async def choose(order: tuple[int, int]) -> str | None:
-        texts = (first, second)
+    async def choose(ctx: Context, sample: Sample, a: str, b: str) -> str | None:
         reply = await ctx.ask(
             render(
                 "cejudge_judgment_pairwise",
                 question=ctx.task.question,
-                pair=pair_block(ctx.task, sample, texts[order[0]], texts[order[1]]),
-                checklist_a=checklists[order[0]],
-                checklist_b=checklists[order[1]],
+                pair=pair_block(ctx.task, sample, a, b),
+                checklist_a=checklists[a],
+                checklist_b=checklists[b],
             ),
             REASONING_TOKENS,
             logprobs=False,
         )
         return final_choice(reply.text)
 
-    forward, backward = await asyncio.gather(choose((0, 1)), choose((1, 0)))
-    return Judgement(forward, None, {"pred_swapped": SWAP.get(backward or "")})
+    return await both_orders(ctx, sample, choose)
 
 
 SWAP = {"a": "b", "b": "a"}
@@ -395,7 +441,8 @@ METHODS: dict[str, MethodFn] = {
 THRESHOLD_METHODS = ("rocketeval", "checkeval")
 # Task kinds each method judges; the others ask a yes/no question.
 METHOD_KINDS = {name: ("binary",) for name in METHODS} | {
-    "ce-judge": ("binary", "pointwise", "pairwise")
+    "zero-shot": ("binary", "pointwise", "pairwise"),
+    "ce-judge": ("binary", "pointwise", "pairwise"),
 }
 
 
