@@ -144,3 +144,14 @@ def test_pairs_and_scores_for_real(real_server, tmp_path):
     # SmolLM2 may not write a readable `Score: X`; the row is well formed either way
     assert row["pred"] is None or 1 <= row["pred"] <= 7
     assert row["unreadable"] == float(row["pred"] is None) and row["score"] == 6
+
+    # zero-shot in both settings: one short call per sample (per order for the pair)
+    for data, task in ((one, "literary-translation"), (pair, "multilingual-chat")):
+        out = tmp_path / f"zs.{task}.jsonl"
+        args = ["--task", task, "--method", "zero-shot", "-o", str(out)]
+        assert ucsj("judge", str(data), *args, *options) == 0
+        (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+        if task == "multilingual-chat":
+            assert {row["pred"], row["pred_swapped"]} <= {"a", "b", None}
+        else:
+            assert row["pred"] is None or 1 <= row["pred"] <= 7
