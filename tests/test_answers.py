@@ -183,3 +183,9 @@ def test_final_score(reply, score):
 )
 def test_choices(reply, choice):
     assert first_choice(text(reply)) == choice
+
+
+def test_first_choice_reads_the_letters_among_the_first_token_alternatives():
+    # the model starts with "The", but puts more weight on B than on A
+    assert first_choice(with_first_token({"The": 0.6, "B": 0.25, " A": 0.15})) == "b"
+    assert first_choice(with_first_token({"The": 0.9, "It": 0.1})) is None

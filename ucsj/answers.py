@@ -353,6 +353,16 @@ def expected_score(completion: Completion, low: int, high: int) -> float | None:
 
 
 def first_choice(completion: Completion) -> str | None:
-    """ "a" or "b" from an answer that starts with the letter A or B ("B", "A.", "**A**")."""
+    """The likelier of A and B among the first answer token's alternatives (read as P(yes) is
+    for a yes/no answer), else an answer that starts with the letter ("B", "A.", "**A**") or
+    ends with a `Verdict: A` line; "a", "b" or None."""
+    token = next((t for t in completion.tokens or () if t.token.strip(_STRIP)), None)
+    if token is not None:
+        weights = {"A": 0.0, "B": 0.0}
+        for alt, logprob in token.top:
+            if alt.strip(_STRIP) in weights:
+                weights[alt.strip(_STRIP)] += math.exp(logprob)
+        if weights["A"] or weights["B"]:
+            return "a" if weights["A"] >= weights["B"] else "b"
     word = first_word(completion.text).strip(_STRIP)
     return word.lower() if word in ("A", "B") else final_choice(completion.text)
