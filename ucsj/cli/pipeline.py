@@ -421,7 +421,7 @@ def print_report(result: Report) -> None:
     details = DETAIL_COLUMNS[result.kind]
     for method in result.methods:
         table = Table(
-            "group",
+            "lang" if result.kind == "binary" else "group",
             "n",
             f"{result.headline} [95% CI]",
             *(name for _, name in details),
