@@ -395,8 +395,8 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
 
 
 async def _ce_judge_pair(ctx: Context, sample: Sample) -> Judgement:
-    """Each response gets its own checklist (shared by both orders through the cache); the
-    pair is judged as given and swapped."""
+    """Each response gets its own checklist, built once and shown in both orders; the pair is
+    judged as given and swapped."""
     first, second = sample.output, sample.output_b or ""
     lists = await asyncio.gather(
         ce_checklist(ctx, replace(sample, output=first)),
