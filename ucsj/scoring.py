@@ -313,15 +313,17 @@ async def score_lines(
     fresh: list[tuple[bytes, str]] = []
 
     def items() -> Iterator[Any]:
+        if memo is None:  # --cache off or a refresh: nothing to look up or key
+            yield from ((b"", samples.parse(number, text)) for number, text in samples.raw_lines())
+            return
         for chunk in batched(samples.raw_lines(), MEMO_BATCH):
             keys = [memo_key(context, text) for _, text in chunk]
-            hits = memo.get_many(keys) if memo is not None else {}
+            hits = memo.get_many(keys)
             for (number, text), key in zip(chunk, keys, strict=True):
                 hit = hits.get(key)
                 yield Done(ScoredLine.from_memo(hit)) if hit else (key, samples.parse(number, text))
-            if memo is not None:
-                memo.put_many(fresh)
-                fresh.clear()
+            memo.put_many(fresh)
+            fresh.clear()
 
     async def work(item: tuple[bytes, Sample]) -> ScoredLine:
         key, sample = item
