@@ -12,6 +12,7 @@ from typing import Any
 from ucsj.errors import InputError
 from ucsj.io import dump_json_line, open_output, read_json_lines
 from ucsj.languages import is_language_code
+from ucsj.tasks import GOLD_FIELDS
 
 MEMERAG_LABELS = {"Supported": 1, "Not Supported": 0}  # "Challenging to determine" is dropped
 MFACE_RULES = ("avg", "min", "max")
@@ -136,9 +137,6 @@ def mface_samples(
             }
 
 
-GOLD_FIELDS = ("label", "score", "preference")
-
-
 def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> ConvertSummary:
     written = dropped = 0
     labels: dict[str, int] = {}
@@ -153,7 +151,7 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
             seen.add(sample["id"])
             out.write(dump_json_line(sample))
             written += 1
-            gold = next(str(sample[k]) for k in GOLD_FIELDS if k in sample)
+            gold = next(str(sample[k]) for k in GOLD_FIELDS.values() if k in sample)
             labels[gold] = labels.get(gold, 0) + 1
     return ConvertSummary(written, dropped, labels)
 

@@ -14,7 +14,7 @@ import numpy as np
 from ucsj.errors import InputError
 from ucsj.io import parse_json_line, read_json_lines, read_text_lines
 from ucsj.languages import is_language_code
-from ucsj.tasks import Task
+from ucsj.tasks import GOLD_FIELDS, Task
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,8 @@ class Sample:
 
     def gold(self, kind: str) -> dict[str, Any]:
         """The gold field of the task kind, as scores and prediction records carry it."""
-        return {
-            "binary": {"label": self.label},
-            "pointwise": {"score": self.score},
-            "pairwise": {"preference": self.preference},
-        }[kind]
+        name = GOLD_FIELDS[kind]
+        return {name: getattr(self, name)}
 
 
 # Optional record fields that reports break results down by: MM-Eval's subset (chat,

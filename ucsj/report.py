@@ -23,6 +23,7 @@ from ucsj.metrics import (
     pairwise_metrics,
     pointwise_metrics,
 )
+from ucsj.tasks import GOLD_FIELDS
 
 # What a report measures, by the kind of task its predictions come from.
 KIND_METRICS = {
@@ -54,7 +55,6 @@ DETAIL_COLUMNS = {
     ),
 }
 METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
-GOLD = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
 _GATE = re.compile(
     r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
     r"(-?[0-9]*\.?[0-9]+)\s*$"
@@ -181,23 +181,19 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
             line=line,
             field="pred_swapped",
         )
-    for name in {
-        "binary": ("pred", "label"),
-        "pointwise": ("pred", "score"),
-        "pairwise": (
-            "pred",
-            "pred_swapped",
-            "preference",
-        ),
-    }[kind]:
+    for name in ("pred", *(("pred_swapped",) if kind == "pairwise" else ()), GOLD_FIELDS[kind]):
         value = row.get(name)
         if not _valid(kind, name, value):
-            expected = {
-                "binary": "0, 1 or null",
-                "pointwise": "a number or null",
-                "pairwise": '"a", "b" or null',
-            }[kind]
-            raise InputError(f"must be {expected}, got {value!r}", path=path, line=line, field=name)
+            raise InputError(
+                f"must be {_EXPECTED[kind]}, got {value!r}", path=path, line=line, field=name
+            )
+
+
+_EXPECTED = {
+    "binary": "0, 1 or null",
+    "pointwise": "a number or null",
+    "pairwise": '"a", "b" or null',
+}
 
 
 def _valid(kind: str, name: str, value: Any) -> bool:
@@ -217,7 +213,7 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
     main: set[str] = set()
     breakdowns: set[str] = set()
     for method, rows in grouped.items():
-        labelled = [r for r in rows if r.get(GOLD[kind]) is not None]
+        labelled = [r for r in rows if r.get(GOLD_FIELDS[kind]) is not None]
         groups = _groups(kind, labelled)
         table[method] = {name: _metrics(kind, name, members) for name, members in groups.items()}
         for name in groups:
@@ -226,8 +222,8 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
             (main if _is_main(kind, name, labelled) else breakdowns).add(name)
     if not main:
         raise InputError(
-            f"no predictions with a gold '{GOLD[kind]}': report needs gold values to measure "
-            "quality"
+            f"no predictions with a gold '{GOLD_FIELDS[kind]}': report needs gold values to "
+            "measure quality"
         )
     report = Report(
         kind,

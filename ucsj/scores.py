@@ -9,9 +9,7 @@ from typing import Any
 
 from ucsj.errors import InputError
 from ucsj.io import read_json_lines
-
-# The gold field each task kind's scores carry, which is what `fit` learns.
-TARGETS = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
+from ucsj.tasks import GOLD_FIELDS as TARGETS  # the gold field each kind's scores carry
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,9 @@ class HttpShards:
         """POST `body` as JSON to the base URL + `path`; the whole response is read."""
         index = min(range(len(self.transports)), key=self.busy.__getitem__)
         self.busy[index] += 1
-        url = self.urls.get(path) or self.urls.setdefault(path, httpx.URL(self.base_url + path))
+        url = self.urls.get(path)
+        if url is None:
+            url = self.urls[path] = httpx.URL(self.base_url + path)
         request = httpx.Request(
             "POST",
             url,

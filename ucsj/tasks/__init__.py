@@ -12,6 +12,8 @@ from ucsj.errors import InputError
 
 PRESETS = ("rag-faithfulness", "summary-faithfulness", "literary-translation", "multilingual-chat")
 KINDS = ("binary", "pointwise", "pairwise")
+# The gold field of each kind: what records carry, `fit` learns and `report` measures against.
+GOLD_FIELDS = {"binary": "label", "pointwise": "score", "pairwise": "preference"}
 
 
 @dataclass(frozen=True)
