@@ -1,6 +1,7 @@
 """Errors that carry the exit code the CLI documents.
 
-0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime error.
+0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime error, 4 requests
+pending (`--cache collect`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_INPUT = 2
 EXIT_BACKEND = 3
+EXIT_PENDING = 4
 
 
 class UcsjError(Exception):
@@ -55,3 +57,14 @@ class GateFailed(UcsjError):
     """A quality gate failed. Exit 1."""
 
     exit_code = EXIT_GATE
+
+
+class RequestsPending(UcsjError):
+    """`--cache collect` found requests the cache cannot answer; they were written to the
+    pending file for a batch engine. Exit 4, and no output file."""
+
+    exit_code = EXIT_PENDING
+
+    def __init__(self, message: str, count: int) -> None:
+        super().__init__(message)
+        self.count = count

@@ -90,8 +90,19 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
 
 
 @contextlib.contextmanager
-def open_output(path: str | Path | None) -> Iterator[IO[str]]:
-    """A JSONL output: standard output for None or "-", else a file written atomically."""
+def open_output(path: str | Path | None, *, hold: bool = False) -> Iterator[IO[str]]:
+    """A JSONL output: standard output for None or "-", else a file written atomically.
+
+    `hold` keeps standard output back until the block succeeds, as a file is (a
+    `--cache collect` run that ends with requests pending prints no lines)."""
+    if (path is None or str(path) == "-") and hold:
+        with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as held:
+            yield held
+            held.seek(0)
+            while chunk := held.read(1 << 16):
+                sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return
     if path is None or str(path) == "-":
         yield sys.stdout
         sys.stdout.flush()

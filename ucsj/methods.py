@@ -33,6 +33,7 @@ from ucsj.llm import ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.prompts import fence, numbered, pair_block, render, sample_values
 from ucsj.scores import ScoreRecord
+from ucsj.shards import Shard
 from ucsj.streaming import in_order
 from ucsj.tasks import Task
 
@@ -517,8 +518,10 @@ def _run(
     lang: str | None,
     sink: Callable[[dict[str, Any]], None],
     on_validated: Callable[[int], None] | None = None,
+    shard: Shard | None = None,
 ) -> None:
-    """Judge every sample of `data` in input order, handing each row to `sink`."""
+    """Judge every sample of `data` (of `shard`, when given) in input order, handing each row
+    to `sink`."""
     check_method(method, task)
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
@@ -529,7 +532,8 @@ def _run(
         async with LLMClient(settings) as client:
             ctx = Context(client, task, options)
             window = max(4, settings.concurrency * 2)
-            async for row in in_order(samples, lambda s: judge_sample(ctx, method, s), window):
+            chosen = (s for s in samples if shard is None or shard.takes(s.id))
+            async for row in in_order(chosen, lambda s: judge_sample(ctx, method, s), window):
                 sink(row)
 
     asyncio.run(run())
@@ -546,10 +550,11 @@ def judge_file(
     lang: str | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
     on_validated: Callable[[int], None] | None = None,
+    shard: Shard | None = None,
 ) -> JudgeSummary:
     """Write every sample's prediction to `output` (JSONL, input order, atomically)."""
     summary = JudgeSummary()
-    with open_output(output) as out:
+    with open_output(output, hold=settings.pending is not None) as out:
 
         def sink(row: dict[str, Any]) -> None:
             out.write(dump_json_line(row))
@@ -557,7 +562,7 @@ def judge_file(
             if on_row is not None:
                 on_row(row)
 
-        _run(data, task, method, settings, options, lang, sink, on_validated)
+        _run(data, task, method, settings, options, lang, sink, on_validated, shard)
     return summary
 
 

@@ -27,6 +27,7 @@ from ucsj.llm.client import RequestFailed
 from ucsj.llm.record_memo import RecordMemo, code_digest, memo_key
 from ucsj.llm.request import canonical_json
 from ucsj.prompts import numbered, render, sample_values
+from ucsj.shards import Shard
 from ucsj.streaming import Done, batched, in_order
 from ucsj.tasks import Task
 
@@ -269,8 +270,10 @@ def score_file(
     scoring: str = "per-concept",
     on_record: Callable[[], None] | None = None,
     on_validated: Callable[[int], None] | None = None,
+    shard: Shard | None = None,
 ) -> ScoreSummary:
-    """Score every sample of `data` into `output` (JSONL, input order, written atomically).
+    """Score every sample of `data` into `output` (JSONL, input order, written atomically);
+    with `shard`, only the samples whose id falls in it.
 
     The whole file is validated before the first request. Samples whose requests failed are
     written with an `error` and counted; their successful calls are cached for the rerun.
@@ -286,9 +289,12 @@ def score_file(
     context = memo_context(task, criteria, scoring, settings.model, lang)
 
     async def run() -> None:
-        async with LLMClient(settings) as client:
-            with open_output(output) as out, _memo_for(settings) as memo:
-                lines = score_lines(client, task, criteria, samples, scoring, memo, context)
+        # the client closes inside the output: a collect run that ends with requests pending
+        # raises there, and no output is written
+        collecting = CacheMode(settings.cache_mode) is CacheMode.COLLECT
+        with open_output(output, hold=collecting) as out, _memo_for(settings) as memo:
+            async with LLMClient(settings) as client:
+                lines = score_lines(client, task, criteria, samples, scoring, memo, context, shard)
                 async for scored in lines:
                     out.write(scored.line)
                     _tally(summary, scored)
@@ -307,16 +313,24 @@ async def score_lines(
     scoring: str,
     memo: RecordMemo | None,
     context: bytes,
+    shard: Shard | None = None,
 ) -> AsyncIterator[ScoredLine]:
     """Every sample's line in input order: from the memo when it holds it, else scored and
     memoised (unless a request failed)."""
     fresh: list[tuple[bytes, str]] = []
+    raw_lines = samples.raw_lines()
+    if shard is not None:
+        raw_lines = (
+            (number, text)
+            for number, text in raw_lines
+            if shard.takes(samples.parse(number, text).id)
+        )
 
     def items() -> Iterator[Any]:
         if memo is None:  # --cache off or a refresh: nothing to look up or key
-            yield from ((b"", samples.parse(number, text)) for number, text in samples.raw_lines())
+            yield from ((b"", samples.parse(number, text)) for number, text in raw_lines)
             return
-        for chunk in batched(samples.raw_lines(), MEMO_BATCH):
+        for chunk in batched(raw_lines, MEMO_BATCH):
             keys = [memo_key(context, text) for _, text in chunk]
             hits = memo.get_many(keys)
             for (number, text), key in zip(chunk, keys, strict=True):

@@ -1,6 +1,7 @@
 """The command line: a thin click layer over the library, one module per command group.
 
-Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime error.
+Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime error,
+4 requests pending (--cache collect).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ucsj import console
 from ucsj.cli import (  # noqa: F401  (importing them registers their commands)
     analyses,
     baselines,
+    batch_commands,
     cache_commands,
     converters,
     local,

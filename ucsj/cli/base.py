@@ -25,7 +25,8 @@ def cli(quiet: bool, verbose: bool) -> None:
     """ucsj: a multilingual LLM judge that learns from English labels.
 
     Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime
-    error. The API key is read from OPENAI_API_KEY only and is never written anywhere.
+    error, 4 requests pending (--cache collect). The API key is read from OPENAI_API_KEY only
+    and is never written anywhere.
     """
     console.configure(quiet=quiet, verbose=verbose)
 
@@ -75,7 +76,15 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
             default="readwrite",
             show_default=True,
             help="readwrite: use and record; refresh: re-ask and record; replay: "
-            "cache only, a miss is an error; off: no cache.",
+            "cache only, a miss is an error; off: no cache; collect: send nothing, write the "
+            "missing requests to --pending and exit 4 (see README, Large runs).",
+        ),
+        click.option(
+            "--pending",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="With --cache collect: the OpenAI Batch API input file (JSONL) the missing "
+            "requests are written to, each once.",
         ),
         click.option(
             "--cache-dir",
@@ -95,6 +104,7 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
         timeout: float,
         max_retries: int,
         cache_mode: str,
+        pending: Path | None,
         cache_dir: Path | None,
         **kwargs: Any,
     ) -> Any:
@@ -106,13 +116,30 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
             max_retries=max_retries,
             cache_mode=CacheMode(cache_mode),
             cache_dir=cache_dir or default_cache_dir(),
+            pending=pending,
         )
+        settings.validate()  # --cache collect without --pending fails before any work
         return func(*args, settings=settings, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
 
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    from ucsj.shards import parse_shard
+
+    return None if value is None else parse_shard(value)
+
+
+shard_option = click.option(
+    "--shard",
+    default=None,
+    callback=_shard,
+    metavar="K/N",
+    help="Take only the samples whose id hashes to shard K of N (K from 0), so N machines "
+    "split one file without coordination; merge their caches with cache export/import.",
+)
 
 cache_dir_option = click.option(
     "--cache-dir",

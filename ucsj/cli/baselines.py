@@ -16,6 +16,7 @@ from ucsj.cli.base import (
     lang_option,
     llm_options,
     output_option,
+    shard_option,
 )
 from ucsj.criteria import load_criteria
 from ucsj.data import SampleFile
@@ -30,6 +31,7 @@ from ucsj.methods import (
     judge_rows,
 )
 from ucsj.scores import read_scores
+from ucsj.shards import Shard
 from ucsj.tasks import Task, load_task
 
 
@@ -84,6 +86,7 @@ from ucsj.tasks import Task, load_task
     default=None,
     help="llm-aggregator: the criteria the scores were made with.",
 )
+@shard_option
 @output_option()
 @llm_options
 def judge(
@@ -96,6 +99,7 @@ def judge(
     calibrate_path: Path | None,
     scores_path: Path | None,
     criteria_path: Path | None,
+    shard: Shard | None,
     output: Path,
     settings: LLMSettings,
 ) -> None:
@@ -139,6 +143,7 @@ def judge(
             lang=lang,
             on_row=bar.advance,
             on_validated=bar.start,
+            shard=shard,
         )
     console.info(
         f"judged {summary.samples} samples with {method} into {_where(output)}; "

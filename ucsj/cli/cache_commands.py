@@ -100,3 +100,57 @@ def cache_clear(yes: bool, cache_dir: Path | None) -> None:
             raise click.Abort()
         count = store.clear()
     console.info(f"deleted {count} entries")
+
+
+SHOWN_FAILURES = 1000  # failed lines listed one by one; the rest are counted
+
+
+@cache.command("import-batch")
+@click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--requests",
+    "requests_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The Batch API input file the batch answered (the --pending file of a collect run).",
+)
+@click.option(
+    "--batch-id",
+    default=None,
+    help="Recorded in each entry's provenance. [default: the id `ucsj batch run` noted "
+    "beside OUTPUT, if any]",
+)
+@cache_dir_option
+def cache_import_batch(
+    output: Path, requests_path: Path, batch_id: str | None, cache_dir: Path | None
+) -> None:
+    """Store a batch's answers (OpenAI Batch API output lines) as cache entries.
+
+    Each answer's custom_id must name a request of --requests that re-hashes to it. Failed
+    lines are listed with their reason and not stored: the next `--cache collect` run asks
+    for them again. Exit 0 when every request was answered and stored, 3 otherwise.
+
+    Example: ucsj cache import-batch out.jsonl --requests pending.jsonl
+    """
+    from ucsj.llm.batch import import_batch
+    from ucsj.llm.batch_api import noted_batch_id
+
+    with _open_cache(cache_dir, must_exist=False) as store:
+        result = import_batch(
+            store, output, requests_path, batch_id=batch_id or noted_batch_id(output)
+        )
+    for where, custom_id, reason in result.failed[:SHOWN_FAILURES]:
+        console.err.print(f"{where}: {custom_id}: {reason}", markup=False)
+    if len(result.failed) > SHOWN_FAILURES:
+        console.err.print(
+            f"… and {len(result.failed) - SHOWN_FAILURES} more failed lines", markup=False
+        )
+    console.info(
+        f"stored {result.stored} answers from {output} ({result.known} already cached); "
+        f"{len(result.failed)} failed lines, {len(result.unanswered)} requests unanswered"
+    )
+    if not result.ok:
+        raise BackendError(
+            f"{len(result.failed)} failed lines and {len(result.unanswered)} unanswered "
+            f"requests were not stored; rerun with --cache collect to ask for them again"
+        )

@@ -19,6 +19,7 @@ from ucsj.cli.base import (
     lang_option,
     llm_options,
     output_option,
+    shard_option,
 )
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.errors import BackendError, GateFailed, InputError
@@ -41,6 +42,7 @@ from ucsj.report import (
 )
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
 from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
+from ucsj.shards import Shard
 from ucsj.tasks import Task, load_task
 from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
 
@@ -125,6 +127,7 @@ def gen(
     show_default=True,
     help="One call per concept, one for all questions, or one per question.",
 )
+@shard_option
 @output_option()
 @llm_options
 def score(
@@ -133,6 +136,7 @@ def score(
     task_spec: str | None,
     lang: str | None,
     scoring: str,
+    shard: Shard | None,
     output: Path,
     settings: LLMSettings,
 ) -> None:
@@ -142,7 +146,7 @@ def score(
     """
     criteria = load_criteria(criteria_path)
     task = load_task(task_spec or criteria.task)
-    summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
+    summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring, shard)
     langs = ", ".join(f"{k}: {v}" for k, v in summary.langs.items())
     console.info(
         f"scored {summary.samples} samples ({langs}) into {_where(output)}; "
@@ -160,6 +164,7 @@ def _score_with_progress(
     settings: LLMSettings,
     lang: str | None,
     scoring: str,
+    shard: Shard | None = None,
 ) -> ScoreSummary:
     with console.progress("scoring") as bar:
         return score_file(
@@ -172,6 +177,7 @@ def _score_with_progress(
             scoring=scoring,
             on_record=bar.advance,
             on_validated=bar.start,
+            shard=shard,
         )
 
 

@@ -32,10 +32,11 @@ class CacheMode(StrEnum):
     REFRESH = "refresh"  # ignore hits, record every response anew
     REPLAY = "replay"  # read hits, a miss is an error; never opens a connection
     OFF = "off"  # neither read nor write
+    COLLECT = "collect"  # read hits, write each miss to a pending file; never opens a connection
 
     @property
     def reads(self) -> bool:
-        return self in (CacheMode.READWRITE, CacheMode.REPLAY)
+        return self in (CacheMode.READWRITE, CacheMode.REPLAY, CacheMode.COLLECT)
 
     @property
     def writes(self) -> bool:
@@ -99,6 +100,16 @@ class ResponseCache:
         if _retry_locked(lambda: self._store.add(entry["key"], text)):
             return None
         return self.get(entry["key"])
+
+    def add_many(self, entries: list[dict[str, Any]]) -> int:
+        """Store each entry whose key is not recorded yet, in one transaction; return how
+        many were new (a batch import of a million answers is not a million commits)."""
+
+        def add_all() -> int:
+            with self._store.transact():
+                return sum(bool(self._store.add(e["key"], canonical_json(e))) for e in entries)
+
+        return _retry_locked(add_all)
 
     def __contains__(self, key: str) -> bool:
         return _retry_locked(lambda: key in self._store)

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from ucsj import __version__
-from ucsj.errors import BackendError, CacheMissError, InputError
+from ucsj.errors import BackendError, CacheMissError, InputError, RequestsPending
+from ucsj.llm.batch import PendingWriter
 from ucsj.llm.cache import CacheMode, ResponseCache, default_cache_dir, make_entry
 from ucsj.llm.request import ChatRequest
 from ucsj.llm.response import Completion, MalformedResponse, parse_completion
@@ -53,6 +54,11 @@ class RequestFailed(BackendError):
     """One request failed for good: retries exhausted, rejected or unusable."""
 
 
+class NotYetAnswered(RequestFailed):
+    """`--cache collect`: the request was written to the pending file instead of being sent.
+    A sample that needs it fails like one whose request failed; the run then exits 4."""
+
+
 class EndpointUnreachable(BackendError):
     """No connection could ever be made: the whole run stops instead of failing every sample."""
 
@@ -71,6 +77,7 @@ class LLMSettings:
     cache_dir: Path | None = None
     backoff_base: float = 0.5
     backoff_max: float = 30.0
+    pending: Path | None = None  # --cache collect: the Batch API input file of missing requests
 
     def resolved_base_url(self) -> str:
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -88,6 +95,11 @@ class LLMSettings:
             raise InputError("--max-retries must be 0 or more")
         if not self.model:
             raise InputError("--model must not be empty")
+        collect = CacheMode(self.cache_mode) is CacheMode.COLLECT
+        if collect and self.pending is None:
+            raise InputError("--cache collect needs --pending FILE (where the requests go)")
+        if self.pending is not None and not collect:
+            raise InputError("--pending is for --cache collect")
 
 
 class HttpShards:
@@ -239,6 +251,7 @@ class ClientStats:
     cache_writes: int = 0
     retries: int = 0
     failures: int = 0
+    pending: int = 0  # --cache collect: distinct requests written to the pending file
 
 
 class LLMClient:
@@ -266,12 +279,38 @@ class LLMClient:
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._base_url = settings.resolved_base_url()
         self._host = _host_of(self._base_url)
+        self._pending = (
+            PendingWriter(settings.pending)
+            if self.mode is CacheMode.COLLECT and settings.pending is not None
+            else None
+        )
 
     async def __aenter__(self) -> LLMClient:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         await self.aclose()
+        if self._pending is None:
+            return
+        if exc_type is not None and not issubclass(exc_type, RequestFailed):
+            self._pending.discard()  # an interrupt or a bad input: the run did not finish
+            return
+        self.finish_pending()
+
+    def finish_pending(self) -> None:
+        """--cache collect: write the pending file (empty when the cache answered everything)
+        and raise RequestsPending (exit 4) when it is not empty."""
+        if self._pending is None:
+            return
+        count = self._pending.finish()
+        if count:
+            path = self._pending.path
+            raise RequestsPending(
+                f"{count} request{'s' if count != 1 else ''} pending, written to {path} as "
+                "Batch API input: answer them with a batch engine, then run `ucsj cache "
+                f"import-batch OUTPUT --requests {path}` and rerun this command",
+                count,
+            )
 
     async def aclose(self) -> None:
         if self._http is not None:
@@ -304,7 +343,13 @@ class LLMClient:
         cached = self._lookup(request)
         if cached is not None:
             self.stats.cache_hits += 1
+            # an imported batch answer was not checked when it was stored
+            self._check(cached, request, validate, allow_truncated)
             return cached
+        if self._pending is not None:
+            self._pending.add(request)
+            self.stats.pending = self._pending.count
+            raise NotYetAnswered(f"pending: request {request.key[:16]}… awaits a batch answer")
         if self.mode is CacheMode.REPLAY:
             raise CacheMissError(
                 f"replay mode: no cached response for a request to model '{request.model}' "
@@ -316,9 +361,20 @@ class LLMClient:
         if request.logprobs and self._logprobs_param_ok.get(request.model) is False:
             send = request.without_logprobs()
         payload, completion, meta, send = await self._fetch_once(send)
+        self._check(completion, send, validate, allow_truncated)
+        return self._record(send, payload, meta, completion)
+
+    def _check(
+        self,
+        completion: Completion,
+        request: ChatRequest,
+        validate: Callable[[Completion], None] | None,
+        allow_truncated: bool,
+    ) -> None:
+        """Refuse a cut-off answer (unless allowed) or one the caller's check rejects."""
         if completion.truncated and not allow_truncated:
             raise RequestFailed(
-                f"response was cut off at max_tokens={send.max_tokens} "
+                f"response was cut off at max_tokens={request.max_tokens} "
                 "(finish_reason 'length'); not cached"
             )
         if validate is not None:
@@ -327,7 +383,6 @@ class LLMClient:
             except UnusableResponse as exc:
                 self.stats.failures += 1
                 raise RequestFailed(f"unusable response: {exc}; not cached") from None
-        return self._record(send, payload, meta, completion)
 
     async def _fetch_once(
         self, request: ChatRequest
