@@ -1,6 +1,6 @@
 """ucsj benchmarks: ratios measured in one run (the machines are shared and noisy).
 
-    python bench/bench.py [concurrency|replay|memory|tokens|sequential|all]
+    python bench/bench.py [concurrency|capacity|replay|memory|tokens|sequential|all]
 
 Results go to bench/RESULTS.md by hand, with the command that made them.
 """
@@ -92,12 +92,13 @@ class ServerProcess:
     """The loopback server in its own process, so that its threads do not share the client's
     GIL (in-process, the server's Python work would be billed to the client)."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, capacity: int | None = None, retry_after=None) -> None:
         code = (
             f"import sys, time; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
             "sys.path.insert(0, {!r}); from bench import yes_reply; "
             "from fakeserver import FakeLLMServer\n"
-            f"with FakeLLMServer(yes_reply, latency={latency}) as s:\n"
+            f"with FakeLLMServer(yes_reply, latency={latency}, capacity={capacity!r}, "
+            f"capacity_retry_after={retry_after!r}) as s:\n"
             "    print(s.base_url, flush=True)\n"
             "    time.sleep(3600)"
         ).format(str(ROOT / "bench"))
@@ -159,6 +160,47 @@ def bench_concurrency(latency: float = 0.1, seconds: float = 3.0) -> list[dict]:
                 }
             )
             print(rows[-1], flush=True)
+    return rows
+
+
+def bench_capacity(latency: float = 0.1, capacity: int = 32, requests: int = 3600) -> list[dict]:
+    """A server that answers `capacity` requests at once and refuses more with 429: a client
+    asked for 4x that many in flight, against one that knows the limit. Efficiency = (answered
+    x latency / capacity) / wall time; "lost" counts samples written with an error."""
+    import httpx
+
+    rows = []
+    crit = criteria(4, 5)  # 20 per-criterion calls a sample
+    for retry_after in (None, "1"):
+        with ServerProcess(latency, capacity, retry_after) as server:
+            for conc in (capacity, 4 * capacity) * 2:  # alternated: the machine is shared
+                with tempfile.TemporaryDirectory() as tmp:
+                    data = Path(tmp) / "d.jsonl"
+                    write_samples(data, requests // 20)
+                    before = httpx.get(server.base_url + "/stats").json()
+                    run = settings(server.base_url, Path(tmp) / "c", conc)
+                    run.max_retries = 5  # the CLI's default
+                    started = time.perf_counter()
+                    summary = score_file(
+                        data, crit, TASK, Path(tmp) / "s.jsonl", run, scoring="per-criterion"
+                    )
+                    wall = time.perf_counter() - started
+                    after = httpx.get(server.base_url + "/stats").json()
+                answered = after["answered"] - before["answered"]
+                ideal = answered * latency / capacity
+                rows.append(
+                    {
+                        "retry_after": retry_after,
+                        "concurrency_asked": conc,
+                        "answered": answered,
+                        "refused": after["refused"] - before["refused"],
+                        "lost_samples": summary.failed,
+                        "wall_s": round(wall, 2),
+                        "ideal_s": round(ideal, 2),
+                        "share_of_capacity": round(ideal / wall, 3),
+                    }
+                )
+                print(rows[-1], flush=True)
     return rows
 
 
@@ -362,6 +404,7 @@ def bench_sequential(n: int = 40, latency: float = 0.05) -> dict:
 
 BENCHES = {
     "concurrency": bench_concurrency,
+    "capacity": bench_capacity,
     "replay": bench_replay,
     "memory": bench_memory,
     "tokens": bench_tokens,

@@ -74,6 +74,11 @@ class ServerState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     reject_logprobs: bool = False
+    # capacity: requests answered at once; one more is refused with 429 (and capacity_retry_after)
+    capacity: int | None = None
+    capacity_retry_after: str | None = None
+    in_flight: int = 0
+    refused: int = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -90,7 +95,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        if self.path.rstrip("/").endswith("/stats"):  # for benchmarks in another process
+            with self.state.lock:
+                counts = {"answered": len(self.state.requests), "refused": self.state.refused}
+            self._send(200, json.dumps(counts))
+        elif self.path.rstrip("/").endswith("/models"):
             self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model"}]}))
         else:
             self._send(404, json.dumps({"error": {"message": "not found"}}))
@@ -104,9 +113,39 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw)
         state = self.state
         with state.lock:
-            state.requests.append(body)
-            state.headers.append(dict(self.headers))
-            fault = state.faults.popleft() if state.faults else None
+            if state.capacity is not None and state.in_flight >= state.capacity:
+                state.refused += 1
+                full = True
+            else:
+                full = False
+                state.in_flight += 1
+                state.requests.append(body)
+                state.headers.append(dict(self.headers))
+                fault = state.faults.popleft() if state.faults else None
+        if full:
+            retry = state.capacity_retry_after
+            self._send(
+                429,
+                json.dumps({"error": {"message": "over capacity"}}),
+                {"Retry-After": retry} if retry is not None else None,
+            )
+            return
+        self._holding = True
+        try:
+            self._answer(body, fault)
+        finally:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """The request leaves the server's capacity, before its answer is written: the client
+        may send its next request on this connection as soon as it reads the answer."""
+        if getattr(self, "_holding", False):
+            self._holding = False
+            with self.state.lock:
+                self.state.in_flight -= 1
+
+    def _answer(self, body: dict[str, Any], fault: Fault | None) -> None:
+        state = self.state
         if state.latency:
             time.sleep(state.latency)
         if fault is not None and self._fault(fault):
@@ -144,6 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+        self._let_go()
         data = text.encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -212,9 +252,18 @@ class FakeLLMServer:
     """`with FakeLLMServer(responder) as server: ... server.base_url ... server.count`."""
 
     def __init__(
-        self, responder: Callable[[dict[str, Any]], Reply] | None = None, latency: float = 0.0
+        self,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        latency: float = 0.0,
+        capacity: int | None = None,
+        capacity_retry_after: str | None = None,
     ) -> None:
-        self.state = ServerState(responder or (lambda body: Reply(text="Yes")), latency=latency)
+        self.state = ServerState(
+            responder or (lambda body: Reply(text="Yes")),
+            latency=latency,
+            capacity=capacity,
+            capacity_retry_after=capacity_retry_after,
+        )
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)

@@ -278,9 +278,66 @@ def test_sustained_429s_lower_concurrency_then_it_recovers(make_settings):
 
         results, limit = asyncio.run(go())
     assert all(r.text == "Yes" for r in results)
-    assert limit.lowest <= 2, "repeated 429s halve the bound"
+    # 12 refusals come in a few bursts (requests sent between two drops): a few drops of a
+    # tenth, where halving per refusal took the bound to 1
+    assert limit.decreases <= 5 and 3 <= limit.lowest < 8
     assert limit.limit > limit.lowest, "successes raise it again"
     assert limit.limit <= 8
+
+
+def test_slow_start_then_one_drop_per_congestion_event():
+    import asyncio
+
+    from ucsj.llm.client import AdaptiveLimit
+
+    limit = AdaptiveLimit(128)
+    assert limit.limit == 32  # not 128 connections at once to a server that may take 32
+    for _ in range(32):
+        asyncio.run(limit.succeeded())
+    assert limit.limit == 64  # doubling per window while nothing is refused
+    granted_in = limit.generation
+    for _ in range(32):  # everything granted before the drop is refused together
+        limit.throttled(granted_in)
+    assert limit.limit == 32 and limit.decreases == 1 and not limit.slow_start
+    limit.throttled(limit.generation)  # a request granted after the drop: a new event
+    assert limit.limit == 28 and limit.decreases == 2  # a tenth off now, not half
+
+
+def test_the_bound_regains_its_last_good_level_in_a_few_windows():
+    import asyncio
+
+    from ucsj.llm.client import AdaptiveLimit
+
+    limit = AdaptiveLimit(128)
+    limit.throttled(limit.generation)  # ends slow start at 16
+    while limit.limit < 33:
+        for _ in range(limit.limit):
+            asyncio.run(limit.succeeded())
+    top = limit.limit
+    limit.throttled(limit.generation)
+    assert limit.limit == int(top * AdaptiveLimit.BACKOFF)
+    windows = 0
+    while limit.limit < top:
+        for _ in range(limit.limit):
+            asyncio.run(limit.succeeded())
+        windows += 1
+    assert windows <= 3, "half the gap per window, not one request per window"
+    for _ in range(limit.limit):
+        asyncio.run(limit.succeeded())
+    assert limit.limit == top + 1, "past the last good level it probes one at a time"
+
+
+def test_retry_after_holds_back_only_the_refused_request(make_settings):
+    with FakeLLMServer(lambda body: Reply(text="Yes"), latency=0.02) as srv:
+        srv.queue(Fault("429", retry_after="0.5"))
+        settings = make_settings(srv.base_url, concurrency=4, max_retries=2)
+        results, stats = run_complete(settings, *(req(f"q{i}") for i in range(12)))
+        order = [body["messages"][-1]["content"] for body in srv.requests]
+    assert all(r.text == "Yes" for r in results) and stats.retries == 1
+    refused = order[0]
+    assert order.count(refused) == 2 and order[-1] == refused, (
+        "the other eleven were sent and answered while the refused one waited"
+    )
 
 
 def test_identical_requests_in_flight_are_sent_once(make_settings):
@@ -312,3 +369,25 @@ def test_no_proxy_exempts_hosts(monkeypatch):
     monkeypatch.delenv("https_proxy", raising=False)
     assert environment_proxy("https://api.example/v1") == "http://proxy.example:3128"
     assert environment_proxy("https://internal.example/v1") is None
+
+
+def test_a_server_at_capacity_loses_nothing_and_is_not_starved(make_settings):
+    """Asked for 4x what the server takes: every request is answered and the bound settles
+    near the capacity instead of collapsing toward 1."""
+    import asyncio
+
+    from ucsj.llm import LLMClient
+
+    with FakeLLMServer(lambda body: Reply(text="Yes"), latency=0.02, capacity=8) as srv:
+        settings = make_settings(srv.base_url, concurrency=32, max_retries=8)
+
+        async def go():
+            async with LLMClient(settings) as client:
+                results = await asyncio.gather(*(client.complete(req(f"q{i}")) for i in range(240)))
+                return results, client._slots
+
+        results, limit = asyncio.run(go())
+        refused = srv.state.refused
+    assert [r.text for r in results] == ["Yes"] * 240 and srv.count == 240
+    assert limit.lowest >= 4, "one drop per congestion event keeps it near the capacity"
+    assert refused < 120

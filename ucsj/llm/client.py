@@ -185,29 +185,47 @@ def environment_proxy(url: str) -> str | None:
 
 
 class AdaptiveLimit:
-    """Bounds requests in flight; halves the bound on 429s and grows it back by one after each
-    run of successes as long as the bound (additive increase, multiplicative decrease).
+    """Bounds requests in flight and finds the server's capacity from its 429s.
+
+    It starts at INITIAL (or the maximum, when lower) and doubles per window of `limit`
+    successes up to the maximum (slow start: asked for 128, it does not open 128 connections
+    at once to a server that takes 32); the first refusal halves it and ends the doubling.
+    A burst of refusals is one congestion event: the bound drops once, later by BACKOFF, and
+    refusals of requests granted a slot before that drop do not count again (halving per
+    refusal took a client asked for 128 against a server capped at 32 down toward 1). After a
+    drop, each window of `limit` successes grows the bound by half the distance to where it
+    was refused (at least one), so it regains the last good level in a few round trips and
+    then probes one request at a time.
 
     Waiters queue first in, first out and a freed slot wakes exactly one of them: waking them
     all (a condition's notify_all) cost more CPU per request than the HTTP call at 32 in flight.
     """
 
+    BACKOFF = 0.9
+    INITIAL = 32  # 32 in flight cost no start-up time in bench/RESULTS.md's concurrency runs
+
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
-        self.limit = maximum
-        self.lowest = maximum
+        self.limit = min(maximum, self.INITIAL)
+        self.lowest = self.limit
+        self.slow_start = self.limit < maximum
+        self.generation = 0  # bumped by each drop; a request carries the one it was sent in
+        self.decreases = 0
+        self._refused_at = self.limit  # the bound at the last congestion event
         self.in_flight = 0
         self._successes = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[int]] = deque()
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> int:
+        """Take a slot; return the generation it was granted in (what a 429 for the request
+        then reports: a slot granted before a drop belongs to the event that caused it)."""
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
-            return
+            return self.generation
         slot = asyncio.get_running_loop().create_future()
         self._waiters.append(slot)
         try:
-            await slot  # the slot is counted in in_flight when it is handed over
+            return await slot  # the slot is counted in in_flight when it is handed over
         except asyncio.CancelledError:
             if slot.done() and not slot.cancelled():
                 self._release()  # handed over just as the waiter was cancelled
@@ -227,20 +245,35 @@ class AdaptiveLimit:
             slot = self._waiters.popleft()
             if not slot.done():
                 self.in_flight += 1
-                slot.set_result(None)
+                slot.set_result(self.generation)
 
-    def throttled(self) -> None:
-        if self.limit > 1:
-            self.limit = max(1, self.limit // 2)
-            self.lowest = min(self.lowest, self.limit)
-            log.warning("rate limited (429): %d requests in flight at most for now", self.limit)
+    def throttled(self, sent_in: int | None = None) -> None:
+        """A 429 for a request sent in generation `sent_in` (None: the current one)."""
+        if sent_in is not None and sent_in != self.generation:
+            return  # part of a congestion event already answered
+        self.generation += 1
         self._successes = 0
+        if self.limit == 1:
+            return
+        self._refused_at = self.limit
+        factor = 0.5 if self.slow_start else self.BACKOFF
+        self.slow_start = False
+        self.limit = max(1, min(self.limit - 1, int(self.limit * factor)))
+        self.decreases += 1
+        if self.limit < self.lowest:
+            self.lowest = self.limit
+        level = logging.WARNING if self.decreases == 1 else logging.DEBUG
+        log.log(level, "rate limited (429): %d requests in flight at most for now", self.limit)
 
     async def succeeded(self) -> None:
         self._successes += 1
         if self.limit < self.maximum and self._successes >= self.limit:
             self._successes = 0
-            self.limit += 1
+            if self.slow_start:
+                self.limit = min(self.maximum, 2 * self.limit)
+            else:
+                gap = self._refused_at - self.limit
+                self.limit = min(self.maximum, self.limit + max(1, gap // 2))
             self._hand_over()
 
 
@@ -475,7 +508,7 @@ class LLMClient:
         attempt = 0
         while True:
             try:
-                async with self._slots:
+                async with self._slots as generation:
                     started = time.monotonic()  # after the queue: latency is the server's
                     self.stats.requests_sent += 1
                     response = await http.post("/chat/completions", request.body())
@@ -510,7 +543,7 @@ class LLMClient:
                     )
                 reason = f"HTTP {response.status_code}"
                 if response.status_code == 429:
-                    self._slots.throttled()
+                    self._slots.throttled(generation)
                 wait = _retry_after(response)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 reason, wait = _transport_reason(exc, self.settings.timeout), None
