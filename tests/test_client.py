@@ -317,14 +317,19 @@ def test_the_bound_regains_its_last_good_level_in_a_few_windows():
     limit.throttled(limit.generation)
     assert limit.limit == int(top * AdaptiveLimit.BACKOFF)
     windows = 0
-    while limit.limit < top:
+    while limit.limit < top - 1:
         for _ in range(limit.limit):
             asyncio.run(limit.succeeded())
         windows += 1
     assert windows <= 3, "half the gap per window, not one request per window"
-    for _ in range(limit.limit):
-        asyncio.run(limit.succeeded())
-    assert limit.limit == top + 1, "past the last good level it probes one at a time"
+    for _ in range(AdaptiveLimit.PLATEAU):
+        for _ in range(limit.limit):
+            asyncio.run(limit.succeeded())
+    assert limit.limit == top - 1, "it holds below the refused level for a while"
+    for level in (top, top + 1):
+        for _ in range(limit.limit):
+            asyncio.run(limit.succeeded())
+        assert limit.limit == level, "then probes one at a time"
 
 
 def test_retry_after_holds_back_only_the_refused_request(make_settings):

@@ -193,15 +193,17 @@ class AdaptiveLimit:
     A burst of refusals is one congestion event: the bound drops once, later by BACKOFF, and
     refusals of requests granted a slot before that drop do not count again (halving per
     refusal took a client asked for 128 against a server capped at 32 down toward 1). After a
-    drop, each window of `limit` successes grows the bound by half the distance to where it
-    was refused (at least one), so it regains the last good level in a few round trips and
-    then probes one request at a time.
+    drop, each window of `limit` successes grows the bound by half the distance to one below
+    where it was refused, so it regains the last good level in a few round trips; it holds
+    there for PLATEAU windows before probing one more (each probe costs a refusal, and on a
+    busy machine a refusal's CPU is what the run lacks), then grows by one per window.
 
     Waiters queue first in, first out and a freed slot wakes exactly one of them: waking them
     all (a condition's notify_all) cost more CPU per request than the HTTP call at 32 in flight.
     """
 
     BACKOFF = 0.9
+    PLATEAU = 8  # windows at the last good level before probing above it
     INITIAL = 32  # 32 in flight cost no start-up time in bench/RESULTS.md's concurrency runs
 
     def __init__(self, maximum: int) -> None:
@@ -214,6 +216,7 @@ class AdaptiveLimit:
         self._refused_at = self.limit  # the bound at the last congestion event
         self.in_flight = 0
         self._successes = 0
+        self._plateau = 0  # windows spent at the last good level
         self._waiters: deque[asyncio.Future[int]] = deque()
 
     async def __aenter__(self) -> int:
@@ -253,6 +256,7 @@ class AdaptiveLimit:
             return  # part of a congestion event already answered
         self.generation += 1
         self._successes = 0
+        self._plateau = 0
         if self.limit == 1:
             return
         self._refused_at = self.limit
@@ -271,9 +275,14 @@ class AdaptiveLimit:
             self._successes = 0
             if self.slow_start:
                 self.limit = min(self.maximum, 2 * self.limit)
-            else:
-                gap = self._refused_at - self.limit
+            elif self.limit < self._refused_at - 1:
+                gap = self._refused_at - 1 - self.limit
                 self.limit = min(self.maximum, self.limit + max(1, gap // 2))
+            elif self._plateau < self.PLATEAU:
+                self._plateau += 1
+                return
+            else:
+                self.limit = min(self.maximum, self.limit + 1)
             self._hand_over()
 
 
