@@ -1,6 +1,6 @@
 """ucsj benchmarks: ratios measured in one run (the machines are shared and noisy).
 
-    python bench/bench.py [concurrency|capacity|replay|memory|tokens|sequential|all]
+    python bench/bench.py [concurrency|capacity|process|replay|memory|tokens|sequential|all]
 
 Results go to bench/RESULTS.md by hand, with the command that made them.
 """
@@ -204,6 +204,35 @@ def bench_capacity(latency: float = 0.1, capacity: int = 32, requests: int = 360
     return rows
 
 
+def bench_process(latency: float = 0.1, concurrency: int = 32, requests: int = 3600) -> dict:
+    """The whole `ucsj score` process, start-up included, at `concurrency` in flight against a
+    server with `latency`: ideal time (requests x latency / concurrency) over wall time."""
+    with ServerProcess(latency) as server, tempfile.TemporaryDirectory() as tmp:
+        data, crit = Path(tmp) / "d.jsonl", Path(tmp) / "criteria.json"
+        write_samples(data, requests // 20)
+        criteria(4, 5).save(crit)
+        command = [sys.executable, "-m", "ucsj", "-q", "score", str(data), "--criteria", str(crit)]
+        command += ["--scoring", "per-criterion", "--model", MODEL, "--base-url", server.base_url]
+        command += ["--concurrency", str(concurrency), "--cache-dir", str(Path(tmp) / "c")]
+        started = time.perf_counter()
+        subprocess.run([*command, "-o", str(Path(tmp) / "s.jsonl")], check=True)
+        wall = time.perf_counter() - started
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "ucsj", "--version"], check=True, capture_output=True)
+        start_up = time.perf_counter() - started
+    ideal = requests * latency / concurrency
+    row = {
+        "requests": requests,
+        "concurrency": concurrency,
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "efficiency": round(ideal / wall, 3),
+        "ucsj_version_s": round(start_up, 2),
+    }
+    print(row, flush=True)
+    return row
+
+
 # 2. replay speed --------------------------------------------------------------------------------
 
 
@@ -405,6 +434,7 @@ def bench_sequential(n: int = 40, latency: float = 0.05) -> dict:
 BENCHES = {
     "concurrency": bench_concurrency,
     "capacity": bench_capacity,
+    "process": bench_process,
     "replay": bench_replay,
     "memory": bench_memory,
     "tokens": bench_tokens,

@@ -403,3 +403,30 @@ def test_library_collect_raises_requests_pending(world, make_settings, tmp_path)
         )
     assert caught.value.count == 48 and caught.value.exit_code == 4
     assert not (tmp_path / "o").exists()
+
+
+def test_fit_on_a_data_file_collects_its_scoring(world):
+    root, _, _ = world
+    options = collect_options(root, "fit-cache", "fit-pending.jsonl")
+    fit = ["fit", "--train", str(root / "en.jsonl"), "--criteria", str(root / "criteria.json")]
+    assert ucsj(*fit, "-o", str(root / "judge.skops"), *options) == 4
+    assert not (root / "judge.skops").exists()
+    assert len(read_lines(root / "fit-pending.jsonl")) == 48
+
+
+def test_the_pending_file_never_replaces_an_input(world, capsys):
+    root, _, _ = world
+    before = (root / "en.jsonl").read_bytes()
+    options = collect_options(root, "c2", "en.jsonl")
+    assert score(root, "x.jsonl", options) == 2
+    assert "also the command's data file" in capsys.readouterr().err
+    assert (root / "en.jsonl").read_bytes() == before
+
+
+def test_an_interrupted_collect_leaves_no_pending_file(tmp_path):
+    from ucsj.llm.batch import PendingWriter
+
+    writer = PendingWriter(tmp_path / "p.jsonl")
+    writer.add(ChatRequest.chat("m-2024-01-01", [("user", "Hi")], max_tokens=1))
+    writer.discard()
+    assert list(tmp_path.iterdir()) == []

@@ -119,11 +119,23 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
             pending=pending,
         )
         settings.validate()  # --cache collect without --pending fails before any work
+        if pending is not None:
+            _refuse_overwriting(pending, kwargs)
         return func(*args, settings=settings, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def _refuse_overwriting(pending: Path, files: dict[str, Any]) -> None:
+    """The pending file is written whole: it must not be one of the command's other files."""
+    from ucsj.errors import InputError
+
+    target = pending.resolve()
+    for name, value in files.items():
+        if isinstance(value, Path) and value.resolve() == target:
+            raise InputError(f"--pending {pending} is also the command's {name} file")
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:

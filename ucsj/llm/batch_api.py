@@ -77,6 +77,8 @@ def run_batch(
     from ucsj.io import atomic_writer, write_json
 
     input_path = Path(input_path)
+    if input_path.resolve() == Path(output).resolve():
+        raise InputError("the output would overwrite the input", path=str(output))
     digest = _file_digest(input_path)
     with _Api(settings) as api:
         batch = _resumable(api, output, digest)
