@@ -189,7 +189,8 @@ class AdaptiveLimit:
 
     It starts at INITIAL (or the maximum, when lower) and doubles per window of `limit`
     successes up to the maximum (slow start: asked for 128, it does not open 128 connections
-    at once to a server that takes 32); the first refusal halves it and ends the doubling.
+    at once to a server that takes 32); the first refusal halves it, back to the last level
+    that went through, and ends the doubling.
     A burst of refusals is one congestion event: the bound drops once, later by BACKOFF, and
     refusals of requests granted a slot before that drop do not count again (halving per
     refusal took a client asked for 128 against a server capped at 32 down toward 1). After a
@@ -259,10 +260,14 @@ class AdaptiveLimit:
         self._plateau = 0
         if self.limit == 1:
             return
-        self._refused_at = self.limit
-        factor = 0.5 if self.slow_start else self.BACKOFF
-        self.slow_start = False
-        self.limit = max(1, min(self.limit - 1, int(self.limit * factor)))
+        if self.slow_start:
+            # the window before the doubling went through: that level is the last good one
+            self.slow_start = False
+            self.limit = max(1, self.limit // 2)
+            self._refused_at = self.limit + 1
+        else:
+            self._refused_at = self.limit
+            self.limit = max(1, min(self.limit - 1, int(self.limit * self.BACKOFF)))
         self.decreases += 1
         if self.limit < self.lowest:
             self.lowest = self.limit
