@@ -309,26 +309,28 @@ def test_the_bound_regains_its_last_good_level_in_a_few_windows():
     from ucsj.llm.client import AdaptiveLimit
 
     limit = AdaptiveLimit(128)
-    limit.throttled(limit.generation)  # ends slow start at 16
+
+    def window() -> None:
+        for _ in range(limit.limit):
+            asyncio.run(limit.succeeded())
+
+    limit.throttled(limit.generation)  # ends slow start at 16, the last level that held
     while limit.limit < 33:
-        for _ in range(limit.limit):
-            asyncio.run(limit.succeeded())
-    top = limit.limit
+        window()
     limit.throttled(limit.generation)
-    assert limit.limit == int(top * AdaptiveLimit.BACKOFF)
+    assert limit.limit == 32, "a refused probe goes back to the level that held, no lower"
+    limit.throttled(limit.generation)
+    assert limit.limit == int(32 * AdaptiveLimit.BACKOFF), "a refusal there takes a tenth off"
     windows = 0
-    while limit.limit < top - 1:
-        for _ in range(limit.limit):
-            asyncio.run(limit.succeeded())
+    while limit.limit < 31:
+        window()
         windows += 1
     assert windows <= 3, "half the gap per window, not one request per window"
     for _ in range(AdaptiveLimit.PLATEAU):
-        for _ in range(limit.limit):
-            asyncio.run(limit.succeeded())
-    assert limit.limit == top - 1, "it holds below the refused level for a while"
-    for level in (top, top + 1):
-        for _ in range(limit.limit):
-            asyncio.run(limit.succeeded())
+        window()
+    assert limit.limit == 31, "it holds below the refused level for a while"
+    for level in (32, 33):
+        window()
         assert limit.limit == level, "then probes one at a time"
 
 

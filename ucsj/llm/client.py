@@ -197,7 +197,9 @@ class AdaptiveLimit:
     drop, each window of `limit` successes grows the bound by half the distance to one below
     where it was refused, so it regains the last good level in a few round trips; it holds
     there for PLATEAU windows before probing one more (each probe costs a refusal, and on a
-    busy machine a refusal's CPU is what the run lacks), then grows by one per window.
+    busy machine a refusal's CPU is what the run lacks), then grows by one per window. A
+    refused probe goes back to the level that held; a refusal at or below it (the server's
+    capacity shrank, or another client shares it) takes BACKOFF off.
 
     Waiters queue first in, first out and a freed slot wakes exactly one of them: waking them
     all (a condition's notify_all) cost more CPU per request than the HTTP call at 32 in flight.
@@ -218,6 +220,7 @@ class AdaptiveLimit:
         self.in_flight = 0
         self._successes = 0
         self._plateau = 0  # windows spent at the last good level
+        self._good: int | None = None  # while probing above it: the level that held
         self._waiters: deque[asyncio.Future[int]] = deque()
 
     async def __aenter__(self) -> int:
@@ -258,12 +261,17 @@ class AdaptiveLimit:
         self.generation += 1
         self._successes = 0
         self._plateau = 0
+        good, self._good = self._good, None
         if self.limit == 1:
             return
         if self.slow_start:
             # the window before the doubling went through: that level is the last good one
             self.slow_start = False
             self.limit = max(1, self.limit // 2)
+            self._refused_at = self.limit + 1
+        elif good is not None and self.limit > good:
+            # a probe above the level that held was refused: back to that level, no lower
+            self.limit = good
             self._refused_at = self.limit + 1
         else:
             self._refused_at = self.limit
@@ -287,6 +295,7 @@ class AdaptiveLimit:
                 self._plateau += 1
                 return
             else:
+                self._good = self.limit  # a whole window went through at this level
                 self.limit = min(self.maximum, self.limit + 1)
             self._hand_over()
 
