@@ -21,7 +21,7 @@ from ucsj.answers import numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
 from ucsj.errors import BackendError
-from ucsj.io import dump_json_line, open_output
+from ucsj.io import dump_json_line, open_output, refuse_overwriting_inputs
 from ucsj.llm import CacheMode, ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.llm.record_memo import RecordMemo, code_digest, memo_key
@@ -278,6 +278,7 @@ def score_file(
     """
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
+    refuse_overwriting_inputs([output], [data])
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:
