@@ -262,16 +262,22 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
         encoding = None if binary else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding, newline=None if binary else "\n") as out:
+        out = os.fdopen(fd, mode, encoding=encoding, newline=None if binary else "\n")
+        try:
             try:
                 yield out
             except OSError as exc:
                 if exc.errno in _FULL:
-                    raise _disk_full(path) from None
+                    raise _disk_full(path, exc) from None
                 raise
             with _output_errors(path):
                 out.flush()
                 os.fsync(out.fileno())
+        finally:
+            # After a failed write, closing would try to flush the rest again and replace
+            # the clear error with a bare one; the temporary is deleted anyway.
+            with contextlib.suppress(OSError):
+                out.close()
         with _output_errors(path):
             os.replace(tmp, target)
     except BaseException:
@@ -301,7 +307,7 @@ def _output_errors(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         if exc.errno in _FULL:
-            raise _disk_full(path) from None
+            raise _disk_full(path, exc) from None
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise InputError(
                 f"cannot write: {exc.strerror.lower() if exc.strerror else 'permission denied'}",
@@ -312,11 +318,13 @@ def _output_errors(path: Path) -> Iterator[None]:
         raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-_FULL = (errno.ENOSPC, errno.EDQUOT)
+# A full disk, a quota, a file-size limit: the output cannot grow.
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _disk_full(path: Path) -> StorageError:
-    return StorageError(f"{path}: cannot write: no space left on the device; nothing was written")
+def _disk_full(path: Path, exc: OSError) -> StorageError:
+    reason = (exc.strerror or "no space left on the device").lower()
+    return StorageError(f"{path}: cannot write: {reason}; the output was left as it was")
 
 
 def _temp_prefix(target: Path) -> str:

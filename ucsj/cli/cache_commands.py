@@ -97,6 +97,7 @@ def cache_clear(yes: bool, cache_dir: Path | None) -> None:
     """Delete every entry (export first to keep them)."""
     with _open_cache(cache_dir) as store:
         if not yes and not click.confirm(f"delete all {len(store)} entries of {store.directory}?"):
-            raise click.Abort()
+            console.info("nothing deleted")  # a declined confirmation is not an error: exit 0
+            return
         count = store.clear()
     console.info(f"deleted {count} entries")

@@ -333,7 +333,7 @@ class LLMClient:
         if self.mode is CacheMode.REPLAY:
             raise CacheMissError(
                 f"replay mode: no cached response for a request to model '{request.model}' "
-                f"(key {request.key[:16]}…, first message: {_snippet(request.messages)}); "
+                f"(key {request.key[:16]}…, last message: {_snippet(request.messages[-1:])}); "
                 "record it with --cache readwrite or import the fixture that holds it"
             )
         self._warn_alias(request.model)

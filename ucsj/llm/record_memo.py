@@ -24,7 +24,7 @@ from pathlib import Path
 log = logging.getLogger("ucsj.memo")
 
 FILE_NAME = "records.sqlite3"
-MEMO_SCHEMA = 1
+MEMO_SCHEMA = 2  # 2: values carry a digest and their cache keys
 
 
 class RecordMemo:
