@@ -126,6 +126,7 @@ class Case:
     keep: tuple[str, ...] = ("en.jsonl", "c.json", "en.scores.jsonl", "j.skops", "p.jsonl")
     absent: tuple[str, ...] = ()  # files that must not exist afterwards
     no_request: bool = True
+    stdout: str = ""  # standard output holds it
     check: Callable[[Workspace], None] = lambda ws: None
 
 
@@ -402,6 +403,7 @@ CASES = [
         0,
         "",
         absent=("-",),
+        stdout="<testsuites>",
     ),
     Case(
         "gen -o - writes no file named '-'",
@@ -409,6 +411,7 @@ CASES = [
         0,
         "",
         absent=("-",),
+        stdout='"format": "ucsj.criteria/1"',
     ),
     # 6. stale temporaries of the same output are removed
     Case(
@@ -695,12 +698,14 @@ def test_hostile_case(case, ws, capsys, monkeypatch):
             )
         ),
     )
+    monkeypatch.chdir(ws.root)  # a file named "-" would land here
     case.setup(ws)
     before = {name: (ws / name).read_bytes() for name in case.keep}
     sent = ws.server.count
     code = ucsj(*case.args(ws))
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert code == case.code, err
+    assert case.stdout in out
     assert case.message.lower() in err.lower(), err
     assert "Traceback" not in err and "SECRETKEY123" not in err
     for name, content in before.items():

@@ -356,9 +356,9 @@ async def score_lines(
             return
         for chunk in batched(samples.raw_lines(), MEMO_BATCH):
             keys = [memo_key(context, text) for _, text in chunk]
-            hits = memo.get_many(keys)
+            hits = usable_memo_lines(client, memo.get_many(keys))
             for (number, text), key in zip(chunk, keys, strict=True):
-                hit = usable_memo_line(client, hits.get(key))
+                hit = hits.get(key)
                 yield Done(hit) if hit else (key, samples.parse(number, text))
             memo.put_many(fresh)
             fresh.clear()
@@ -377,17 +377,26 @@ async def score_lines(
         memo.put_many(fresh)
 
 
-def usable_memo_line(client: LLMClient, value: str | None) -> ScoredLine | None:
-    """A memo value's line, when it passes its digest and every response it was computed from
-    is still in the cache (a memo outliving its cache must not answer a replay alone)."""
-    scored = ScoredLine.from_memo(value) if value else None
-    if scored is None:
-        if value:
-            log.warning("record memo line fails its check; computing the line again")
-        return None
-    if client.cache is None or not client.cache.has_all(scored.cache_keys):
-        return None
-    return scored
+def usable_memo_lines(client: LLMClient, values: dict[bytes, str]) -> dict[bytes, ScoredLine]:
+    """The memo values' lines that pass their digest and whose responses are all still in the
+    cache (a memo that outlived its cache must not answer a replay alone)."""
+    lines = {}
+    for key, value in values.items():
+        scored = ScoredLine.from_memo(value)
+        if scored is not None:
+            lines[key] = scored
+    if len(lines) < len(values):
+        log.warning(
+            "%d record memo lines fail their check; computing them again", len(values) - len(lines)
+        )
+    if client.cache is None:
+        return {}
+    present = client.cache.present(k for scored in lines.values() for k in scored.cache_keys)
+    return {
+        key: scored
+        for key, scored in lines.items()
+        if scored.cache_keys and present.issuperset(scored.cache_keys)
+    }
 
 
 def memo_context(

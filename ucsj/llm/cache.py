@@ -32,6 +32,7 @@ log = logging.getLogger("ucsj.cache")
 
 DEFAULT_CACHE_DIR = "cache"
 _LOCK_RETRIES = 50
+_KEYS_PER_QUERY = 500  # under SQLite's oldest limit of 999 parameters
 
 
 class CorruptEntry(Exception):
@@ -189,9 +190,20 @@ class ResponseCache:
     def __contains__(self, key: str) -> bool:
         return _retry_locked(lambda: key in self._store)
 
-    def has_all(self, keys: Iterable[str]) -> bool:
-        """Whether every key is stored."""
-        return all(key in self for key in keys)
+    def present(self, keys: Iterable[str]) -> set[str]:
+        """Which of `keys` are stored, looked up in a few queries rather than one per key
+        (the record memo checks every memoised line's keys on a rerun)."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            chunk = wanted[start : start + _KEYS_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT key FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            found.update(
+                row[0]
+                for row in _retry_locked(lambda q=query, c=chunk: self._store._sql(q, c).fetchall())
+            )
+        return found
 
     def __len__(self) -> int:
         return _retry_locked(lambda: len(self._store))
