@@ -127,6 +127,7 @@ class Case:
     absent: tuple[str, ...] = ()  # files that must not exist afterwards
     no_request: bool = True
     stdout: str = ""  # standard output holds it
+    stdin: str | None = None  # the workspace file fed to standard input (else "n\n")
     check: Callable[[Workspace], None] = lambda ws: None
 
 
@@ -229,6 +230,17 @@ def _export_and_edit(ws: Workspace) -> None:
     (ws / "fx.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def _export(ws: Workspace) -> None:
+    assert (
+        ucsj("cache", "export", "-o", str(ws / "fx.jsonl"), "--cache-dir", str(ws / "cache")) == 0
+    )
+
+
+def _same_entries(a: Path, b: Path) -> None:
+    with ResponseCache(a) as one, ResponseCache(b) as two:
+        assert one.keys() == two.keys() and len(one) > 0
+
+
 def _corrupt_db(ws: Workspace) -> None:
     (ws / "cache" / "cache.db").write_bytes(b"this is not a database" * 100)
 
@@ -307,6 +319,16 @@ CASES = [
         0,
         "",
         check=_same_as_scores("out.jsonl"),
+        stdin="en.jsonl",
+    ),
+    Case(
+        "cache import - reads standard input",
+        lambda ws: ["cache", "import", "-", "--cache-dir", str(ws / "cache2")],
+        0,
+        "imported",
+        setup=lambda ws: _export(ws),
+        stdin="fx.jsonl",
+        check=lambda ws: _same_entries(ws / "cache", ws / "cache2"),
     ),
     # 2. outputs that are not plain files
     Case(
@@ -690,16 +712,10 @@ def _entries_kept(ws: Workspace) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hostile_case(case, ws, capsys, monkeypatch):
-    monkeypatch.setattr(
-        "sys.stdin",
-        io.TextIOWrapper(
-            io.BytesIO(
-                (ws / "en.jsonl").read_bytes() if "(standard input)" in case.name else b"n\n"
-            )
-        ),
-    )
     monkeypatch.chdir(ws.root)  # a file named "-" would land here
     case.setup(ws)
+    fed = (ws / case.stdin).read_bytes() if case.stdin else b"n\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(fed)))
     before = {name: (ws / name).read_bytes() for name in case.keep}
     sent = ws.server.count
     code = ucsj(*case.args(ws))
@@ -925,3 +941,19 @@ def test_an_interrupt_at_start_up_exits_130_quietly(ws, delay):
         pytest.skip("the interrupt came during Python's own start-up, before ucsj ran")
     assert proc.returncode == 130, text
     assert "Traceback" not in text and "ucsj: interrupted" in text
+
+
+@pytest.mark.parametrize(
+    "text,secret,gone",
+    [
+        ("cannot connect to http://user:KEY9@host:8080/v1", None, "user:KEY9"),
+        ("echoed SK-LIVE-ABCDEF123456", "sk-live-abcdef123456", "ABCDEF123456"),
+        ("Authorization: Bearer tok_0123456789", None, "tok_0123456789"),
+        ("invalid key sk-proj-0123456789abcdef", None, "0123456789abcdef"),
+    ],
+)
+def test_redaction_masks_credentials(text, secret, gone):
+    from ucsj.redact import redact
+
+    masked = redact(text, [secret])
+    assert gone.lower() not in masked.lower() and "***" in masked

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 MASK = "***"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]*@")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
-# OpenAI-style keys (sk-..., sk-proj-...) and similar prefixed tokens.
-_KEY_SHAPED = re.compile(r"\b(?:sk|pk|rk|ak)-[A-Za-z0-9_\-]{12,}")
+# OpenAI- and Anthropic-style secret keys (sk-..., sk-proj-..., sk-ant-...).
+_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -162,10 +162,14 @@ class ResponseCache:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise CorruptEntry("its value is not UTF-8 text") from None
+        if not isinstance(raw, str):
+            raise CorruptEntry(f"its value is a {type(raw).__name__}, not JSON text")
         try:
             entry = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        except (RecursionError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise CorruptEntry(f"its value is not JSON ({exc})") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("response"), dict):
+            raise CorruptEntry("its value is not a cache entry")
         problem = digest_problem(entry)
         if problem:
             raise CorruptEntry(problem)
@@ -209,8 +213,8 @@ class ResponseCache:
         return _retry_locked(lambda: len(self._store))
 
     def keys(self) -> list[str]:
-        """Every key stored as text (rows with pickled keys are left out: see `verify`)."""
-        return sorted(k for k in self._all_keys() if not isinstance(k, _PickledKey))
+        """Every key stored as text (rows with other keys are left out: see `verify`)."""
+        return sorted(k for k in self._all_keys() if type(k) is str)
 
     def _all_keys(self) -> list[Any]:
         return _retry_locked(lambda: list(self._store.iterkeys()))
@@ -258,6 +262,8 @@ class ResponseCache:
         for key in self._all_keys():
             if isinstance(key, _PickledKey):
                 bad.append((f"<pickled key, {len(key)} bytes>", "a pickled key; not loaded"))
+            elif type(key) is not str:
+                bad.append((f"<{type(key).__name__} key>", "a key that is not text"))
         for key in self.keys():
             try:
                 entry = self.get_checked(key)
