@@ -197,7 +197,7 @@ class ResponseCache:
     def present(self, keys: Iterable[str]) -> set[str]:
         """Which of `keys` are stored, looked up in a few queries rather than one per key
         (the record memo checks every memoised line's keys on a rerun)."""
-        wanted = list(dict.fromkeys(keys))
+        wanted = sorted(set(keys))  # in index order: neighbouring lookups share pages
         found: set[str] = set()
         for start in range(0, len(wanted), _KEYS_PER_QUERY):
             chunk = wanted[start : start + _KEYS_PER_QUERY]
