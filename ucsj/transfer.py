@@ -247,6 +247,7 @@ def fit_judge(
     return {
         "format": JUDGE_FORMAT,
         "estimator": estimator,
+        "reference": _answer_reference(usable, criteria, target, estimator, x),
         "meta": {
             "target": target,
             "module": choice.module,
@@ -264,6 +265,26 @@ def fit_judge(
             "ucsj_version": __version__,
         },
     }
+
+
+def _answer_reference(
+    usable: list[ScoreRecord],
+    criteria: CriteriaSet,
+    target: str,
+    estimator: BaseEstimator,
+    x: np.ndarray,
+) -> dict[str, Any]:
+    """What `analyze shift`, predict's warnings and --align compare other languages with."""
+    from ucsj.shift import build_reference
+
+    if target != "label":
+        return build_reference(usable, criteria)
+    return build_reference(
+        usable,
+        criteria,
+        labels=np.asarray([r.gold for r in usable]),
+        predicted_pass_rate=round(float(np.mean(estimator.predict(x))), 6),
+    )
 
 
 def _check_target(records: list[ScoreRecord], target: str | None, source: str) -> str:
@@ -320,9 +341,13 @@ def _check_consistent(records: list[ScoreRecord], criteria: CriteriaSet, source:
 
 
 def predict_records(
-    judge: dict[str, Any], records: list[ScoreRecord], source: str = ""
+    judge: dict[str, Any], records: list[ScoreRecord], source: str = "", align: str = "none"
 ) -> list[dict[str, Any]]:
-    """Predictions for scores made with the judge's criteria and scoring model."""
+    """Predictions for scores made with the judge's criteria and scoring model. `align`
+    (standardize, prior) adjusts each language to the English reference first (ucsj.shift)."""
+    from ucsj.shift import check_alignment
+
+    check_alignment(judge, align)
     meta = judge["meta"]
     target = meta.get("target", "label")
     for r in records:
@@ -347,14 +372,20 @@ def predict_records(
     if not records:
         return []
     names, kind, estimator = meta["feature_names"], meta["features"], judge["estimator"]
-    method = f"ucs-{meta['module']}"
+    method = f"ucs-{meta['module']}" + ("" if align == "none" else f"+{align}")
     if target == "label":
-        probs = estimator.predict_proba(feature_matrix(records, names, kind))[:, 1]
+        x = _aligned_features(judge, records, align)
+        probs = estimator.predict_proba(x)[:, 1]
+        if align == "prior":
+            from ucsj.shift import language_groups, match_prior
+
+            pass_rate = judge["reference"]["predicted_pass_rate"]
+            probs = match_prior(probs, language_groups(records), pass_rate)
         verdicts = [{"prob": round(float(p), 6), "pred": int(p >= 0.5)} for p in probs]
     elif target == "score":
         low, high = (int(v) for v in min_max(meta["train_counts"]))
         values = np.clip(
-            predicted_scores(estimator, feature_matrix(records, names, kind)), low, high
+            predicted_scores(estimator, _aligned_features(judge, records, align)), low, high
         )
         verdicts = [{"pred": round(float(v), 6)} for v in values]
     else:
@@ -385,6 +416,18 @@ def predict_records(
             row.update({key: None for key in verdict}, error=r.error)
         out.append(row)
     return out
+
+
+def _aligned_features(judge: dict[str, Any], records: list[ScoreRecord], align: str) -> np.ndarray:
+    """The judge's features, standardized per language against the reference when asked."""
+    meta = judge["meta"]
+    x = feature_matrix(records, meta["feature_names"], meta["features"])
+    if align != "standardize":
+        return x
+    from ucsj.shift import language_groups, standardize
+
+    part = judge["reference"][meta["features"]]
+    return standardize(x, language_groups(records), part["mean"], part["std"])
 
 
 def min_max(counts: dict[str, int]) -> tuple[float, float]:
