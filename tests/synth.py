@@ -216,13 +216,14 @@ def lenient_scores(
     lenient: float = 0.0,
     pass_rate: float = 0.55,
     spread: float = 0.2,
+    lenient_on: set[str] | None = None,
     model: str = "m",
 ) -> list[dict]:
     """Scores records of n samples answered like the scripted judge (the label in Attribution
     and Consistency, P(yes) 0.85 or 0.15 give or take spread / 2; noise in the others), except
     that the judge turns a share `lenient` of its "no" answers (P(yes) < 0.5) into "yes"
-    (1 - P(yes)). `pass_rate` is the share of faithful samples: a genuinely better or worse
-    language moves it."""
+    (1 - P(yes)), on every question or those of `lenient_on`. `pass_rate` is the share of
+    faithful samples: a genuinely better or worse language moves it."""
     criteria = synthetic_criteria()
     signal = {q.id for c in criteria.concepts if c.name in SIGNAL for q in c.questions}
     rows = []
@@ -235,7 +236,8 @@ def lenient_scores(
             else:
                 p = 0.05 + 0.9 * unit(lang, i, q.id, "noise")
             p = round(min(0.99, max(0.01, p)), 4)
-            if p < 0.5 and unit(lang, i, q.id, "lenient") < lenient:
+            biased = lenient_on is None or q.id in lenient_on
+            if biased and p < 0.5 and unit(lang, i, q.id, "lenient") < lenient:
                 p = round(1 - p, 4)
             z[q.id] = p
         s = {

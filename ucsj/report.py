@@ -23,6 +23,7 @@ from ucsj.metrics import (
     pairwise_metrics,
     pointwise_metrics,
 )
+from ucsj.shift import ShiftReport
 from ucsj.tasks import GOLD_FIELDS
 
 # What a report measures, by the kind of task its predictions come from.
@@ -54,7 +55,12 @@ DETAIL_COLUMNS = {
         ("error_rate", "no verdict"),
     ),
 }
-METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
+# Gated from the judge's English answer reference and the languages' scores (report --judge).
+SHIFT = "shift"
+METRICS = (
+    *dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics),
+    SHIFT,
+)
 _GATE = re.compile(
     r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
     r"(-?[0-9]*\.?[0-9]+)\s*$"
@@ -114,6 +120,8 @@ class Report:
     breakdowns: list[str]  # further groups: pairwise subsets and language/subset
     table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL included)
     gates: list[GateResult]
+    shift: ShiftReport | None = None  # the answers' shift per language (report --judge)
+    shift_source: str = "judge"  # names the judge in gate lines
 
     @property
     def headline(self) -> str:
@@ -207,7 +215,12 @@ def _valid(kind: str, name: str, value: Any) -> bool:
     return value in ("a", "b")
 
 
-def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
+def build_report(
+    paths: list[Path],
+    gates: list[Gate] | None = None,
+    shift: ShiftReport | None = None,
+    shift_source: str = "judge",
+) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
     main: set[str] = set()
@@ -232,6 +245,8 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
         sorted(breakdowns, key=lambda g: ("/" in g, g)),
         table,
         [],
+        shift,
+        shift_source,
     )
     report.gates = check_gates(report, gates or [])
     return report
@@ -281,6 +296,9 @@ def _metrics(kind: str, group: str, rows: list[dict[str, Any]]) -> Metrics:
 def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
     results = []
     for gate in gates:
+        if gate.metric == SHIFT:
+            results += _shift_gate(report, gate)
+            continue
         if gate.metric not in KIND_METRICS[report.kind]:
             raise InputError(
                 f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
@@ -298,6 +316,23 @@ def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
                 value = metrics.value(gate.metric)
                 passed = not math.isnan(value) and _OPS[gate.op](value, gate.threshold)
                 results.append(GateResult(gate, method, group, value, passed))
+    return results
+
+
+def _shift_gate(report: Report, gate: Gate) -> list[GateResult]:
+    if report.shift is None:
+        raise InputError(
+            f"--gate '{gate.text}': the shift needs the judge and the languages' scores "
+            "(--judge judge.skops --scores SCORES)"
+        )
+    groups = [gate.group] if gate.group else list(report.shift.languages)
+    results = []
+    for group in groups:
+        if group not in report.shift.languages:
+            raise InputError(f"--gate '{gate.text}': no scores in '{group}' among --scores")
+        value = report.shift.languages[group].shift
+        passed = _OPS[gate.op](value, gate.threshold)
+        results.append(GateResult(gate, report.shift_source, group, value, passed))
     return results
 
 
@@ -341,6 +376,7 @@ def to_json(report: Report) -> dict[str, Any]:
             }
             for g in report.gates
         ],
+        "shift": None if report.shift is None else report.shift.to_json(),
         "passed": not report.failed_gates,
     }
 
@@ -376,6 +412,16 @@ def write_junit(report: Report, path: Path) -> None:
         )
         lines += cases
         lines.append("  </testsuite>")
+    shift_gates = [g for g in report.gates if g.gate.metric == SHIFT]
+    if shift_gates:
+        failures = sum(not g.passed for g in shift_gates)
+        lines.append(f'  <testsuite name="shift" tests="{len(shift_gates)}" failures="{failures}">')
+        for g in shift_gates:
+            body = "" if g.passed else f"<failure message={quoteattr(g.line())}/>"
+            lines.append(
+                f'    <testcase classname="ucsj.shift" '
+                f"name={quoteattr(f'{g.gate.text} [{g.group}]')}>{body}</testcase>"
+            )
     lines.append("</testsuites>")
     with atomic_writer(path) as out:
         out.write("\n".join(lines) + "\n")

@@ -201,6 +201,7 @@ class ShiftReport:
     reference_pass_rate: float | None
     reference_unreadable: float
     threshold: float
+    criteria: list[str]  # criterion ids in the criteria set's order
     languages: dict[str, LanguageShift] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -237,6 +238,7 @@ def language_shifts(
         reference_pass_rate=reference.get("predicted_pass_rate"),
         reference_unreadable=round(float(np.mean(part["unreadable"])), 6),
         threshold=SHIFT_WARNING,
+        criteria=list(part["names"]),
     )
     groups: dict[str, list[ScoreRecord]] = defaultdict(list)
     for r in records:
@@ -330,10 +332,11 @@ def shift_report(
 
     reference = reference_of(judge, "the shift check")
     criteria = criteria_from_json(judge["meta"]["criteria"], source)
+    rows = predict_records(judge, records, source)  # refuses other criteria or scoring models
     report = language_shifts(reference, criteria, records)
     if judge["meta"].get("target", "label") == "label":
         predicted: dict[str, list[int]] = defaultdict(list)
-        for row in predict_records(judge, records, source):
+        for row in rows:
             if row.get("pred") is not None:
                 predicted[row["lang"]].append(row["pred"])
         for lang, shift in report.languages.items():
@@ -349,10 +352,16 @@ def warning_lines(report: ShiftReport) -> list[str]:
         if not s.warn:
             continue
         top = "; ".join(f'{c.id} "{c.text}" {c.direction} ({c.mean_change:+.2f})' for c in s.top)
+        label_shift = (
+            ""
+            if s.unexplained is None
+            else f"; {s.unexplained:.3f} of it not explained by a different pass rate"
+        )
         lines.append(
             f"warning: {lang}: criterion answers moved from the {report.reference} reference "
-            f"(shift {s.shift:.3f} > {SHIFT_WARNING}, chance {s.chance:.3f}, n={s.n}); the "
-            f"judge may not carry over. Most moved: {top}. See `ucsj analyze shift`."
+            f"(shift {s.shift:.3f} > {SHIFT_WARNING}, chance {s.chance:.3f}, n={s.n}"
+            f"{label_shift}): the judge may not carry over. Most moved: {top}. "
+            "See `ucsj analyze shift`."
         )
     return lines
 
@@ -410,11 +419,11 @@ def match_prior(probs: np.ndarray, groups: dict[str, np.ndarray], pass_rate: flo
     0.5 is the reference's predicted pass rate (the order of the samples is kept)."""
     out = probs.copy()
     for rows in groups.values():
-        p = np.clip(probs[rows], 1e-6, 1 - 1e-6)
+        p = np.clip(probs[rows], 1e-12, 1 - 1e-12)
         ordered = np.sort(p)[::-1]
         k = round(pass_rate * len(p))
         if k <= 0:
-            threshold = min(1 - 1e-6, ordered[0] + 1e-6)
+            threshold = min(1 - 1e-12, ordered[0] + 1e-12)
         elif k >= len(p):
             threshold = ordered[-1]
         else:
@@ -422,3 +431,24 @@ def match_prior(probs: np.ndarray, groups: dict[str, np.ndarray], pass_rate: flo
         offset = np.log(threshold / (1 - threshold))
         out[rows] = 1 / (1 + np.exp(-(np.log(p / (1 - p)) - offset)))
     return out
+
+
+def prior_misses(
+    rows: list[dict[str, Any]], pass_rate: float, tolerance: float = 0.05
+) -> list[str]:
+    """Languages whose predicted pass rate after --align prior is still off the reference's:
+    probabilities tied across the threshold (tree modules, knn) pass or fail together."""
+    predicted: dict[str, list[int]] = defaultdict(list)
+    for row in rows:
+        if row.get("pred") is not None:
+            predicted[row["lang"]].append(row["pred"])
+    lines = []
+    for lang, preds in sorted(predicted.items()):
+        rate = float(np.mean(preds))
+        if abs(rate - pass_rate) > tolerance:
+            lines.append(
+                f"warning: {lang}: --align prior reached a predicted pass rate of {rate:.3f}, "
+                f"not the reference's {pass_rate:.3f}: the module's probabilities are tied "
+                "across the threshold (tree modules and knn give few distinct values)"
+            )
+    return lines
