@@ -40,6 +40,10 @@ POINTS = (np.arange(GRID) + 0.5) / GRID
 # case (bench/bench_shift.py), unshifted languages of 150 samples measure 0.02-0.03, a judge
 # that turns half of its "no" answers into "yes" 0.12 and one that turns 80% 0.19.
 SHIFT_WARNING = 0.10
+# One criterion beyond this warns too: a judge can break on one concept only (its mean is then
+# diluted by the others). Unshifted languages of 150 samples keep every criterion under 0.07;
+# chance grows as 1 / sqrt(n), so below about 30 samples it can approach this.
+CRITERION_WARNING = 0.25
 MIN_SEPARATION = 0.10  # below this English class separation, a criterion is label-free
 NOISE_DRAWS = 20
 PRIOR_STEPS = 201  # pass rates tried when fitting the label-shift mixture
@@ -302,7 +306,7 @@ def _one_language(
             cid: round(float(v), 6)
             for cid, v in zip(concept_part["names"], concept_shift, strict=True)
         },
-        warn=shift > SHIFT_WARNING,
+        warn=shift > SHIFT_WARNING or items[0].shift > CRITERION_WARNING,
     )
 
 
@@ -346,7 +350,8 @@ def shift_report(
 
 
 def warning_lines(report: ShiftReport) -> list[str]:
-    """One line per language whose shift is beyond SHIFT_WARNING, naming its top criteria."""
+    """One line per language whose shift is beyond SHIFT_WARNING (or one of whose criteria is
+    beyond CRITERION_WARNING), naming its most moved criteria."""
     lines = []
     for lang, s in report.languages.items():
         if not s.warn:
@@ -357,11 +362,16 @@ def warning_lines(report: ShiftReport) -> list[str]:
             if s.unexplained is None
             else f"; {s.unexplained:.3f} of it not explained by a different pass rate"
         )
+        beyond = (
+            f"shift {s.shift:.3f} > {SHIFT_WARNING}"
+            if s.shift > SHIFT_WARNING
+            else f"shift {s.shift:.3f}, but {s.top[0].id} {s.top[0].shift:.3f} > "
+            f"{CRITERION_WARNING}"
+        )
         lines.append(
             f"warning: {lang}: criterion answers moved from the {report.reference} reference "
-            f"(shift {s.shift:.3f} > {SHIFT_WARNING}, chance {s.chance:.3f}, n={s.n}"
-            f"{label_shift}): the judge may not carry over. Most moved: {top}. "
-            "See `ucsj analyze shift`."
+            f"({beyond}; chance {s.chance:.3f}, n={s.n}{label_shift}): the judge may not "
+            f"carry over. Most moved: {top}. See `ucsj analyze shift`."
         )
     return lines
 

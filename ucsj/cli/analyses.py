@@ -407,7 +407,7 @@ def analyze_shift(
 def print_shift(result: ShiftReport) -> None:
     """The shift table, each language's most moved criteria, and how to read them."""
     from ucsj.report import fmt
-    from ucsj.shift import SHIFT_WARNING
+    from ucsj.shift import CRITERION_WARNING, SHIFT_WARNING
 
     def num(value: float | None) -> str:
         return "–" if value is None else fmt(value)
@@ -441,7 +441,7 @@ def print_shift(result: ShiftReport) -> None:
         )
     _print_table(
         f"Shift of criterion answers from the {result.reference} reference "
-        f"(! beyond {SHIFT_WARNING})",
+        f"(! beyond {SHIFT_WARNING}, or one criterion beyond {CRITERION_WARNING})",
         [
             "lang",
             "n",
