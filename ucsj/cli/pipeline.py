@@ -28,6 +28,7 @@ from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.report import (
     ALL,
+    AVG,
     DETAIL_COLUMNS,
     HEADLINE_TITLE,
     Report,
@@ -35,6 +36,7 @@ from ucsj.report import (
     fmt,
     headline,
     parse_gate,
+    undefined_notes,
     write_html,
     write_json_report,
     write_junit,
@@ -389,6 +391,7 @@ def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord
     "gates",
     multiple=True,
     help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
+    '"ba[avg]>=0.8" (mean over languages), "ba[all]>=0.8" (pooled), '
     '"pass_rate[hi]>=0.9", "error_rate<=0.05", "tau[de-en]>=0.3", "acc[fr/chat]>=0.7", '
     '"position_bias<=0.6", "shift<=0.15" (with --judge). Exit 1 when one fails.',
 )
@@ -482,12 +485,17 @@ def _shift_of(judge_path: Path | None, scores_paths: tuple[Path, ...]) -> ShiftR
 def print_report(result: Report) -> None:
     title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
-        table = Table("method", *result.langs, ALL, title=f"{title} (* best per column)")
+        table = Table(
+            "method",
+            *result.columns,
+            title=f"{title} (* best per column)",
+            caption="avg: unweighted mean over languages; all: every sample pooled",
+        )
         for method in result.methods:
             cells = []
-            for group in [*result.langs, ALL]:
+            for group in result.columns:
                 m = result.table[method].get(group)
-                star = "*" if m is not None and result.best(group) == method else ""
+                star = "*" if m is not None and method in result.best(group) else ""
                 cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
             table.add_row(method, *cells)
         console.out.print(table)
@@ -500,7 +508,7 @@ def print_report(result: Report) -> None:
             *(name for _, name in details),
             title=method,
         )
-        for group in [*result.langs, *result.breakdowns, ALL]:
+        for group in [*result.langs, *result.breakdowns, AVG, ALL]:
             m = result.table[method].get(group)
             if m is None:
                 continue
@@ -511,3 +519,5 @@ def print_report(result: Report) -> None:
                 *(fmt(m.value(metric)) for metric, _ in details),
             )
         console.out.print(table)
+    for note in undefined_notes(result):
+        console.out.print(note, markup=False)
