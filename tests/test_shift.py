@@ -296,3 +296,35 @@ def test_warning_lines_only_for_languages_beyond_the_threshold(synthetic, judge)
     lines = warning_lines(result)
     assert len(lines) == 1 and lines[0].startswith("warning: hi: ")
     assert "not explained by a different pass rate" in lines[0]
+
+
+def test_scores_and_preferences_judges(raw):
+    """A pointwise judge standardizes but has no pass rate to match; a pairwise one is
+    compared on both responses' answers and refuses alignment."""
+    from ucsj.errors import InputError
+
+    def pointwise(rows):
+        return [
+            {**{k: v for k, v in r.items() if k != "label"}, "score": 1 + 4 * r["label"]}
+            for r in rows
+        ]
+
+    def pairwise(rows):
+        half = len(rows) // 2
+        return [
+            {**a, "z_b": b["z"], "s_b": b["s"], "preference": "a" if a["label"] else "b"}
+            for a, b in zip(rows[:half], rows[half:], strict=True)
+        ]
+
+    for convert, ok in ((pointwise, {"none", "standardize"}), (pairwise, {"none"})):
+        judge = fit_judge(records(convert(raw["en"])), CRITERIA, module="logreg")
+        targets = records(convert(raw["hi"]) + convert(raw["de"]))
+        for align in ("none", "standardize", "prior"):
+            if align in ok:
+                assert len(predict_records(judge, targets, align=align)) == len(targets)
+            else:
+                with pytest.raises(InputError, match=f"--align {align} works on judges"):
+                    predict_records(judge, targets, align=align)
+        result = language_shifts(judge["reference"], CRITERIA, targets)
+        assert result.languages["hi"].shift > 0.15 > 0.05 > result.languages["de"].shift
+    assert judge["reference"]["criterion"]["n"] == 300  # 150 pairs, two responses each
