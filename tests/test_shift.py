@@ -328,3 +328,16 @@ def test_scores_and_preferences_judges(raw):
         result = language_shifts(judge["reference"], CRITERIA, targets)
         assert result.languages["hi"].shift > 0.15 > 0.05 > result.languages["de"].shift
     assert judge["reference"]["criterion"]["n"] == 300  # 150 pairs, two responses each
+
+
+def test_a_reference_that_does_not_match_the_criteria_is_refused(files, capsys):
+    tmp_path, paths, judge_path = files
+    judge = load_judge(judge_path)
+    judge["reference"]["criterion"]["cdf"] = judge["reference"]["criterion"]["cdf"][:5]
+    save_judge(judge, tmp_path / "edited.skops")
+    capsys.readouterr()
+    code = ucsj("analyze", "shift", "--judge", str(tmp_path / "edited.skops"), str(paths["hi"]))
+    assert code == 2
+    assert (
+        "answer reference does not match its criteria (criterion part)" in capsys.readouterr().err
+    )

@@ -154,6 +154,21 @@ def reference_of(judge: dict[str, Any], purpose: str) -> dict[str, Any]:
             f"file; this judge (fitted by ucsj {version}) has none: refit it with `ucsj fit` "
             "on the same English scores"
         )
+    questions = [q["id"] for c in judge["meta"]["criteria"]["concepts"] for q in c["questions"]]
+    concepts = [c["id"] for c in judge["meta"]["criteria"]["concepts"]]
+    for kind, names in (("criterion", questions), ("concept", concepts)):
+        part = reference.get(kind)
+        cdfs = [part.get("cdf"), *part.get("cdf_by_label", {}).values()] if part else []
+        if (
+            not part
+            or list(part.get("names", [])) != names
+            or any(np.shape(c) != (len(names), GRID) for c in cdfs)
+            or any(np.shape(part.get(k)) != (len(names),) for k in ("mean", "std"))
+        ):
+            raise InputError(
+                f"the judge file's answer reference does not match its criteria ({kind} part); "
+                "refit it with `ucsj fit`"
+            )
     return reference
 
 

@@ -370,7 +370,7 @@ def predict(
 
 
 def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord]) -> None:
-    from ucsj.shift import language_shifts, warning_lines
+    from ucsj.shift import language_shifts, reference_of, warning_lines
 
     if "reference" not in judge:
         console.info(
@@ -378,7 +378,8 @@ def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord
             "shift not checked; refit with `ucsj fit` to get the check"
         )
         return
-    for line in warning_lines(language_shifts(judge["reference"], criteria, records)):
+    reference = reference_of(judge, "the shift check")
+    for line in warning_lines(language_shifts(reference, criteria, records)):
         console.err.print(line, markup=False)
 
 
