@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -41,7 +42,13 @@ from ucsj.report import (
     write_junit,
 )
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
-from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
+from ucsj.scoring import (
+    SCORINGS,
+    ScoreSummary,
+    failure_message,
+    score_file,
+    unreadable_problem,
+)
 from ucsj.tasks import Task, load_task
 from ucsj.transfer import (
     CV_REPEATS,
@@ -157,6 +164,17 @@ def score(
     )
     if summary.failed:
         raise BackendError(failure_message(summary))
+    _check_unreadable(summary, scoring)
+
+
+def _check_unreadable(summary: ScoreSummary, scoring: str) -> None:
+    problem = unreadable_problem(summary, scoring)
+    if problem is None:
+        return
+    fatal, message = problem
+    if fatal:
+        raise BackendError(message)
+    logging.getLogger("ucsj").warning(message)
 
 
 def _score_with_progress(
@@ -214,6 +232,7 @@ def _scores_or_score(
         summary = _score_with_progress(path, criteria, task, scored, settings, lang, scoring)
         if summary.failed:
             raise BackendError(failure_message(summary))
+        _check_unreadable(summary, scoring)
         return read_scores(scored), criteria
 
 
