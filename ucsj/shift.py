@@ -50,7 +50,7 @@ PRIOR_STEPS = 201  # pass rates tried when fitting the label-shift mixture
 TOP_CRITERIA = 3
 ALIGNMENTS = ("none", "standardize", "prior")
 MIN_ALIGN_SAMPLES = 20
-RANDOM_STATE = 42
+RANDOM_STATE = 42  # transfer.RANDOM_STATE, not imported: this module stays free of sklearn
 
 
 # -- distributions ----------------------------------------------------------------------------
