@@ -102,13 +102,29 @@ def _write_json(path: Path | None, payload: Any) -> None:
         write_json(path, payload)
 
 
+SEEDS_OPTION = click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Train each module with N seeds (random_state 42, 43, ...) and average their "
+    "probabilities, as `fit --seeds` does (the paper averages 3 runs).",
+)
+
+
 @analyze.command("sample-efficiency")
 @train_option
 @targets_option
 @criteria_option
 @click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
 @click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
-@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Repeats of each share: each draws the share anew and seeds the module anew.",
+)
 @json_option
 @_plot_option("sample-efficiency.png")
 def analyze_sample_efficiency(
@@ -210,6 +226,7 @@ def analyze_importance(
 @targets_option
 @criteria_option
 @click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
+@SEEDS_OPTION
 @json_option
 @_plot_option("modules.png")
 def analyze_modules(
@@ -217,12 +234,17 @@ def analyze_modules(
     targets: tuple[Path, ...],
     criteria: Path,
     features: str,
+    seeds: int,
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
     """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
     table = module_comparison(
-        _binary_scores(train), _read_many(targets), load_criteria(criteria), features=features
+        _binary_scores(train),
+        _read_many(targets),
+        load_criteria(criteria),
+        features=features,
+        seeds=seeds,
     )
     langs = [k for k in next(iter(table.values())) if k != "avg"]
     _print_table(
@@ -253,6 +275,7 @@ def analyze_modules(
     help="Predictions of `ucsj judge --method llm-aggregator`; repeatable.",
 )
 @click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@SEEDS_OPTION
 @json_option
 @_plot_option("aggregator.png")
 def analyze_aggregator(
@@ -261,12 +284,13 @@ def analyze_aggregator(
     criteria: Path,
     llm_paths: tuple[Path, ...],
     module: str,
+    seeds: int,
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
     """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
     criteria_set = load_criteria(criteria)
-    judge = fit_judge(_binary_scores(train), criteria_set, module=module)
+    judge = fit_judge(_binary_scores(train), criteria_set, module=module, seeds=seeds)
     target_records = _read_many(targets)
     trained = average_ba(predict_records(judge, target_records))
     llm_rows = [row for path in llm_paths for _, row in read_json_lines(path)]
