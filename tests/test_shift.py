@@ -341,3 +341,44 @@ def test_a_reference_that_does_not_match_the_criteria_is_refused(files, capsys):
     assert (
         "answer reference does not match its criteria (criterion part)" in capsys.readouterr().err
     )
+
+
+def test_predict_align_writes_the_method_and_warns_when_ties_miss_the_pass_rate(
+    tmp_path, raw, capsys
+):
+    """knn's probabilities take six values: a language that truly passes less often cannot be
+    moved to English's pass rate, and predict says so."""
+    paths = _write(tmp_path, raw, ("en",))
+    pt = write_scores(
+        tmp_path / "pt.jsonl", lenient_scores("pt", 150, spread=SPREAD, pass_rate=0.25)
+    )
+    judge = str(tmp_path / "judge.skops")
+    criteria = str(tmp_path / "criteria.json")
+    assert (
+        ucsj(
+            "fit",
+            "--train",
+            str(paths["en"]),
+            "--criteria",
+            criteria,
+            "--module",
+            "knn",
+            "-o",
+            judge,
+        )
+        == 0
+    )
+    for align in ("standardize", "prior"):
+        out = tmp_path / f"pt.{align}.jsonl"
+        capsys.readouterr()
+        assert ucsj("predict", str(pt), "--judge", judge, "--align", align, "-o", str(out)) == 0
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert {r["method"] for r in rows} == {f"ucs-knn+{align}"}
+        missed = [line for line in capsys.readouterr().err.splitlines() if "--align prior" in line]
+        if align == "prior":
+            rate = np.mean([r["pred"] for r in rows])
+            assert len(missed) == 1 and missed[0].startswith(
+                f"warning: pt: --align prior reached a predicted pass rate of {rate:.3f}"
+            )
+        else:
+            assert not missed
