@@ -41,9 +41,13 @@ POINTS = (np.arange(GRID) + 0.5) / GRID
 # that turns half of its "no" answers into "yes" 0.12 and one that turns 80% 0.19.
 SHIFT_WARNING = 0.10
 # One criterion beyond this warns too: a judge can break on one concept only (its mean is then
-# diluted by the others). Unshifted languages of 150 samples keep every criterion under 0.07;
-# chance grows as 1 / sqrt(n), so below about 30 samples it can approach this.
+# diluted by the others). Unshifted languages of 150 samples keep every criterion under 0.07.
 CRITERION_WARNING = 0.25
+# Chance grows as 1 / sqrt(n): a few samples stray past both thresholds (8 unshifted languages
+# of 20 samples: 2 beyond 0.10). A warning also needs the shift beyond these multiples of the
+# chance level; the largest of many criteria strays further than their mean.
+CHANCE_FACTOR = 2.0
+CRITERION_CHANCE_FACTOR = 4.0
 MIN_SEPARATION = 0.10  # below this English class separation, a criterion is label-free
 NOISE_DRAWS = 20
 PRIOR_STEPS = 201  # pass rates tried when fitting the label-shift mixture
@@ -307,11 +311,12 @@ def _one_language(
     concept_values, _ = answer_matrix(records, list(concept_part["names"]), "concept")
     concept_shift = wasserstein(distribution(concept_values), concept_part["cdf"])
     shift = round(float(per_criterion.mean()), 6)
+    chance = chance_shift(part, len(values))
     return LanguageShift(
         lang=lang,
         n=len(records),
         shift=shift,
-        chance=round(chance_shift(part, len(values)), 6),
+        chance=round(chance, 6),
         unexplained=unexplained,
         uninformative=uninformative,
         implied_pass_rate=implied,
@@ -321,7 +326,13 @@ def _one_language(
             cid: round(float(v), 6)
             for cid, v in zip(concept_part["names"], concept_shift, strict=True)
         },
-        warn=shift > SHIFT_WARNING or items[0].shift > CRITERION_WARNING,
+        warn=_beyond(shift, items[0].shift, chance),
+    )
+
+
+def _beyond(shift: float, top: float, chance: float) -> bool:
+    return (shift > SHIFT_WARNING and shift > CHANCE_FACTOR * chance) or (
+        top > CRITERION_WARNING and top > CRITERION_CHANCE_FACTOR * chance
     )
 
 
@@ -366,7 +377,7 @@ def shift_report(
 
 def warning_lines(report: ShiftReport) -> list[str]:
     """One line per language whose shift is beyond SHIFT_WARNING (or one of whose criteria is
-    beyond CRITERION_WARNING), naming its most moved criteria."""
+    beyond CRITERION_WARNING) and beyond chance, naming its most moved criteria."""
     lines = []
     for lang, s in report.languages.items():
         if not s.warn:

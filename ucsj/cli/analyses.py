@@ -465,7 +465,8 @@ def print_shift(result: ShiftReport) -> None:
         )
     _print_table(
         f"Shift of criterion answers from the {result.reference} reference "
-        f"(! beyond {SHIFT_WARNING}, or one criterion beyond {CRITERION_WARNING})",
+        f"(! warned: beyond {SHIFT_WARNING}, or one criterion beyond {CRITERION_WARNING}, "
+        "and beyond chance)",
         [
             "lang",
             "n",
