@@ -206,8 +206,10 @@ def test_report_gates_on_the_shift(files, capsys):
     shift_args.append(str(paths["hi"]))
     out_json = tmp_path / "report.json"
     capsys.readouterr()
-    code = ucsj("report", *preds, *shift_args, "--gate", "shift<=0.15", "--json", str(out_json))
-    assert code == 1
+    page = tmp_path / "report.html"
+    gate = ["--gate", "shift<=0.15", "--json", str(out_json), "--html", str(page)]
+    assert ucsj("report", *preds, *shift_args, *gate) == 1
+    assert "Answer shift from the en reference" in page.read_text()
     err = capsys.readouterr().err
     assert "gate FAILED: shift<=0.15 for judge.skops [hi]" in err and "[de]" not in err
     report = json.loads(out_json.read_text())

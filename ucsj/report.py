@@ -606,8 +606,34 @@ td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-we
 background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
 <h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); avg is
 the unweighted mean over languages, all pools every sample; best per column in bold.</p>
-<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}
+<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}{_shift_html(report)}
 <h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
 """
     with atomic_writer(path) as out:
         out.write(page)
+
+
+def _shift_html(report: Report) -> str:
+    """The answers' shift from the judge's English reference, when the report has it."""
+    if report.shift is None:
+        return ""
+    rows = "".join(
+        f"<tr><th>{escape(lang)}</th><td>{s.n}</td><td class={'fail' if s.warn else 'plain'}>"
+        f"{s.shift:.3f}</td><td>{s.chance:.3f}</td><td>{_maybe(s.unexplained)}</td>"
+        f"<td>{_maybe(s.predicted_pass_rate)}</td><td>"
+        + "<br>".join(html.escape(f"{c.id} {c.text} {c.direction}") for c in s.top)
+        + "</td></tr>"
+        for lang, s in report.shift.languages.items()
+    )
+    return (
+        f"<h2>Answer shift from the {escape(report.shift.reference)} reference</h2><p>Mean W1 "
+        "distance of each criterion's P(yes) from the reference (0 = answered as in English); "
+        "genuinely better or worse outputs move it too, 'unexplained' is what a different pass "
+        f"rate cannot produce (reference pass rate {_maybe(report.shift.reference_pass_rate)})."
+        "</p><table><tr><th>lang</th><th>n</th><th>shift</th><th>chance</th><th>unexplained</th>"
+        f"<th>pass rate</th><th>most moved</th></tr>{rows}</table>"
+    )
+
+
+def _maybe(value: float | None) -> str:
+    return "–" if value is None else fmt(value)
