@@ -507,7 +507,9 @@ def report(
 ) -> None:
     """Quality per language and method, with gates for CI: balanced accuracy for binary
     tasks, Kendall's tau per language pair for pointwise ones, accuracy over both orders with
-    position bias per language and subset for pairwise ones.
+    position bias per language and subset for pairwise ones. avg is the unweighted mean over
+    languages (the papers' "average BA"; best is marked on it too), all pools every sample.
+    An undefined metric shows as n/a with its reason, and a gate on it fails.
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
