@@ -395,3 +395,16 @@ def test_a_few_unshifted_samples_do_not_warn(judge):
     assert max(s.shift for s in result.languages.values()) > SHIFT_WARNING
     assert all(s.chance > 0.08 for s in result.languages.values())
     assert not warning_lines(result)
+
+
+def test_unreadable_answers_are_named_in_the_warning(raw, judge):
+    """A model answering in the wrong format in one language: its answers are imputed 0.5,
+    the label-bearing criteria move, and the warning says how many were unreadable."""
+    rows = json.loads(json.dumps(raw["de"]))
+    for row in rows:
+        row["lang"] = "th"
+        row["z"] = {q: (None if q < "c3" else v) for q, v in row["z"].items()}
+    result = language_shifts(judge["reference"], CRITERIA, records(rows))
+    (line,) = warning_lines(result)
+    assert line.startswith("warning: th:") and "Unreadable answers: 0.500 (en 0.000)." in line
+    assert result.languages["th"].unreadable == 0.5

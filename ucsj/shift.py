@@ -394,10 +394,16 @@ def warning_lines(report: ShiftReport) -> list[str]:
             else f"shift {s.shift:.3f}, but {s.top[0].id} {s.top[0].shift:.3f} > "
             f"{CRITERION_WARNING}"
         )
+        unreadable = (
+            f" Unreadable answers: {s.unreadable:.3f} ({report.reference} "
+            f"{report.reference_unreadable:.3f})."
+            if s.unreadable > report.reference_unreadable + 0.05
+            else ""
+        )
         lines.append(
             f"warning: {lang}: criterion answers moved from the {report.reference} reference "
             f"({beyond}; chance {s.chance:.3f}, n={s.n}{label_shift}): the judge may not "
-            f"carry over. Most moved: {top}. See `ucsj analyze shift`."
+            f"carry over. Most moved: {top}.{unreadable} See `ucsj analyze shift`."
         )
     return lines
 

@@ -446,6 +446,7 @@ def print_shift(result: ShiftReport) -> None:
             "",
             num(result.reference_pass_rate),
             "",
+            fmt(result.reference_unreadable),
             "",
         ]
     ]
@@ -460,6 +461,7 @@ def print_shift(result: ShiftReport) -> None:
                 num(s.uninformative),
                 num(s.predicted_pass_rate),
                 num(s.implied_pass_rate),
+                fmt(s.unreadable),
                 ", ".join(c.id for c in s.top),
             ]
         )
@@ -476,6 +478,7 @@ def print_shift(result: ShiftReport) -> None:
             "label-free",
             "pass rate",
             "implied",
+            "unreadable",
             "most moved",
         ],
         rows,
