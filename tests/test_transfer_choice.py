@@ -205,3 +205,11 @@ def test_scores_and_preferences_are_chosen_by_the_same_cross_validation():
     best = max(choice.table, key=choice.table.get)
     threshold = choice.table[best] - choice.sd[best] / math.sqrt(5)
     assert choice.module == next(m for m in SIMPLEST_FIRST if choice.table[m] >= threshold)
+
+
+def test_judges_written_before_seeds_still_predict():
+    judge = fit_judge(separable(), CRITERIA, module="logreg")
+    old = {"format": judge["format"], "estimator": judge["estimator"], "meta": judge["meta"]}
+    for key in ("seeds", "validation_sd", "validation_folds", "selection"):
+        old["meta"].pop(key)
+    assert predict_records(old, separable(10, "fr")) == predict_records(judge, separable(10, "fr"))
