@@ -187,3 +187,29 @@ def test_predict_refuses_scores_of_another_granularity_or_model(field, value, ex
     message = str(error.value)
     assert getattr(error.value, "exit_code", None) == 2
     assert value in message and expected in message and "fr.scores.jsonl" in message
+
+
+def test_scores_and_preferences_are_chosen_by_the_same_cross_validation():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(size=(60, 3))
+    scores = np.clip(np.rint(1 + 6 * x[:, 0] + rng.normal(0, 0.7, 60)), 1, 7).astype(int)
+    choice = choose_module(x, scores, "score", repeats=1)  # one repeat keeps the test short
+    assert choice.folds == 5 and choice.table[choice.module] > 0.5
+    assert choice.module in SIMPLEST_FIRST and choice.reason
+    # preferences: rows are pairs then their swapped copies; folds split the pairs
+    d = rng.normal(size=(40, 3))
+    first_better = (d[:, 0] > 0).astype(int)
+    doubled_x, doubled_y = np.vstack([d, -d]), np.concatenate([first_better, 1 - first_better])
+    choice = choose_module(doubled_x, doubled_y, "preference", repeats=1)
+    assert choice.folds == 5 and choice.table[choice.module] > 0.9
+    best = max(choice.table, key=choice.table.get)
+    threshold = choice.table[best] - choice.sd[best] / math.sqrt(5)
+    assert choice.module == next(m for m in SIMPLEST_FIRST if choice.table[m] >= threshold)
+
+
+def test_judges_written_before_seeds_still_predict():
+    judge = fit_judge(separable(), CRITERIA, module="logreg")
+    old = {"format": judge["format"], "estimator": judge["estimator"], "meta": judge["meta"]}
+    for key in ("seeds", "validation_sd", "validation_folds", "selection"):
+        old["meta"].pop(key)
+    assert predict_records(old, separable(10, "fr")) == predict_records(judge, separable(10, "fr"))

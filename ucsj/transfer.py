@@ -422,6 +422,14 @@ def _check_classes(usable: list[ScoreRecord], target: str, source: str) -> None:
 
 
 def _check_consistent(records: list[ScoreRecord], criteria: CriteriaSet, source: str) -> None:
+    for r in records:
+        if r.criteria != criteria.fingerprint:
+            raise InputError(
+                f"sample '{r.id}' was scored with criteria {r.criteria[:19]}…, but the criteria "
+                f"given have fingerprint {criteria.fingerprint[:19]}…: give the criteria file "
+                "it was scored with",
+                path=source,
+            )
     for field_name, expected in (
         ("criteria", criteria.fingerprint),
         ("model", records[0].model),
