@@ -73,7 +73,7 @@ def main() -> None:
         case = ", ".join(f"{k} {_show(v)}" for k, v in options.items()) or "as English"
         print(
             f"| {lang} | {case} | {s.shift:.3f} | {s.top[0].id} {s.top[0].shift:.3f} | "
-            f"{s.chance:.3f} | {s.unexplained:.3f} | {s.uninformative:.3f} | "
+            f"{s.chance:.3f} | {s.unexplained:.3f} | {s.label_free:.3f} | "
             f"{s.implied_pass_rate:.2f} | {'yes' if s.warn else 'no'} |"
         )
 

@@ -16,7 +16,7 @@ Label shift: a language whose outputs are genuinely better or worse moves too. U
 label shift each criterion's distribution is a mixture pi * F(yes | pass) + (1 - pi) *
 F(yes | fail) of the English class-conditional ones, for one pass rate pi shared by every
 criterion. `unexplained` is the shift left after the best such mixture (the part a change in
-pass rate cannot produce), and `uninformative` the shift of the criteria whose English answers
+pass rate cannot produce), and `label_free` the shift of the criteria whose English answers
 do not depend on the label (separation below MIN_SEPARATION), which label shift does not move.
 """
 
@@ -37,8 +37,8 @@ REFERENCE_FORMAT = "ucsj.reference/1"
 GRID = 100  # distribution functions are kept at the midpoints of 100 equal steps of [0, 1]
 POINTS = (np.arange(GRID) + 0.5) / GRID
 # A language's shift beyond this draws a warning from predict. On the synthetic lenient-judge
-# case (bench/bench_shift.py), unshifted languages of 150 samples measure 0.02-0.03, a judge
-# that turns half of its "no" answers into "yes" 0.12 and one that turns 80% 0.19.
+# case (bench/bench_shift.py), unshifted languages of 150 samples measure 0.03, a judge that
+# turns half of its "no" answers into "yes" 0.135 and one that turns 80% 0.22.
 SHIFT_WARNING = 0.10
 # One criterion beyond this warns too: a judge can break on one concept only (its mean is then
 # diluted by the others). Unshifted languages of 150 samples keep every criterion under 0.07.
@@ -185,7 +185,8 @@ class CriterionShift:
     text: str
     concept: str
     shift: float
-    mean_change: float  # the language's mean P(yes) minus English's
+    mean_change: float  # the language's mean answer value minus English's (z: 1 - P(yes)
+    # for a question whose yes means bad, so the direction names which way P(yes) went)
     direction: str  # "answers yes more often" / "answers yes less often"
     separation: float | None  # W1 between English pass and fail answers: the label's pull
 
@@ -197,7 +198,7 @@ class LanguageShift:
     shift: float
     chance: float  # the shift an unshifted sample of this size shows by chance
     unexplained: float | None  # shift left after the best label-shift mixture
-    uninformative: float | None  # mean shift of the criteria the English label does not move
+    label_free: float | None  # mean shift of the criteria the English label does not move
     implied_pass_rate: float | None  # the mixture's pass rate
     unreadable: float
     criteria: list[CriterionShift]  # most moved first
@@ -285,13 +286,13 @@ def _one_language(
     change = values.mean(axis=0) - part["mean"]
     by_label = part["cdf_by_label"]
     separation = wasserstein(by_label["1"], by_label["0"]) if len(by_label) == 2 else None
-    unexplained = uninformative = implied = None
+    unexplained = label_free = implied = None
     if separation is not None:
         implied, residual = _label_shift_fit(cdf, by_label["0"], by_label["1"])
         unexplained = round(float(residual.mean()), 6)
         flat = separation < MIN_SEPARATION
         if flat.any():
-            uninformative = round(float(per_criterion[flat].mean()), 6)
+            label_free = round(float(per_criterion[flat].mean()), 6)
     items = []
     for j, qid in enumerate(names):
         yes_up = (change[j] > 0) != (questions[qid].yes_means == "bad")  # z = 1 - P(yes) then
@@ -318,7 +319,7 @@ def _one_language(
         shift=shift,
         chance=round(chance, 6),
         unexplained=unexplained,
-        uninformative=uninformative,
+        label_free=label_free,
         implied_pass_rate=implied,
         unreadable=round(float(missing.mean()), 6),
         criteria=items,

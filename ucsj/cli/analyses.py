@@ -458,7 +458,7 @@ def print_shift(result: ShiftReport) -> None:
                 f"{s.shift:.3f}" + (" !" if s.warn else ""),
                 f"{s.chance:.3f}",
                 num(s.unexplained),
-                num(s.uninformative),
+                num(s.label_free),
                 num(s.predicted_pass_rate),
                 num(s.implied_pass_rate),
                 fmt(s.unreadable),
