@@ -413,6 +413,20 @@ CASES = [
         "is also an input",
     ),
     Case(
+        "analyze shift --json onto its scores",
+        lambda ws: [
+            "analyze",
+            "shift",
+            str(ws / "en.scores.jsonl"),
+            "--judge",
+            str(ws / "j.skops"),
+            "--json",
+            str(ws / "en.scores.jsonl"),
+        ],
+        2,
+        "is also an input",
+    ),
+    Case(
         "convert memerag x -o x",
         lambda ws: ["convert", "memerag", str(ws / "en.jsonl"), "-o", str(ws / "en.jsonl")],
         2,
