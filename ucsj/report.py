@@ -34,6 +34,7 @@ from ucsj.metrics import (
     pointwise_metrics,
     scores_with_missing_as_wrong,
 )
+from ucsj.shift import ShiftReport
 from ucsj.tasks import GOLD_FIELDS
 
 # What a report measures, by the kind of task its predictions come from.
@@ -65,7 +66,12 @@ DETAIL_COLUMNS = {
         ("error_rate", "no verdict"),
     ),
 }
-METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
+# Gated from the judge's English answer reference and the languages' scores (report --judge).
+SHIFT = "shift"
+METRICS = (
+    *dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics),
+    SHIFT,
+)
 _GATE = re.compile(
     r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
     r"(-?[0-9]*\.?[0-9]+)\s*$"
@@ -127,6 +133,8 @@ class Report:
     breakdowns: list[str]  # further groups: pairwise subsets and language/subset
     table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL and AVG included)
     gates: list[GateResult]
+    shift: ShiftReport | None = None  # the answers' shift per language (report --judge)
+    shift_source: str = "judge"  # names the judge in gate lines
 
     @property
     def headline(self) -> str:
@@ -275,7 +283,12 @@ def _valid(kind: str, name: str, value: Any) -> bool:
     return value in ("a", "b")
 
 
-def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
+def build_report(
+    paths: list[Path],
+    gates: list[Gate] | None = None,
+    shift: ShiftReport | None = None,
+    shift_source: str = "judge",
+) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
     by_main: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -309,6 +322,8 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
         sorted(breakdowns, key=lambda g: ("/" in g, g)),
         table,
         [],
+        shift,
+        shift_source,
     )
     report.gates = check_gates(report, gates or [])
     return report
@@ -391,6 +406,9 @@ def _headline_statistic(kind: str, rows: list[dict[str, Any]]) -> tuple[int, Any
 def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
     results = []
     for gate in gates:
+        if gate.metric == SHIFT:
+            results += _shift_gate(report, gate)
+            continue
         if gate.metric not in KIND_METRICS[report.kind]:
             raise InputError(
                 f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
@@ -412,6 +430,23 @@ def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
                     continue
                 passed = _OPS[gate.op](value, gate.threshold)
                 results.append(GateResult(gate, method, group, value, passed))
+    return results
+
+
+def _shift_gate(report: Report, gate: Gate) -> list[GateResult]:
+    if report.shift is None:
+        raise InputError(
+            f"--gate '{gate.text}': the shift needs the judge and the languages' scores "
+            "(--judge judge.skops --scores SCORES)"
+        )
+    groups = [gate.group] if gate.group else list(report.shift.languages)
+    results = []
+    for group in groups:
+        if group not in report.shift.languages:
+            raise InputError(f"--gate '{gate.text}': no scores in '{group}' among --scores")
+        value = report.shift.languages[group].shift
+        passed = _OPS[gate.op](value, gate.threshold)
+        results.append(GateResult(gate, report.shift_source, group, value, passed))
     return results
 
 
@@ -477,6 +512,7 @@ def to_json(report: Report) -> dict[str, Any]:
             }
             for g in report.gates
         ],
+        "shift": None if report.shift is None else report.shift.to_json(),
         "passed": not report.failed_gates,
     }
 
@@ -514,6 +550,16 @@ def write_junit(report: Report, path: Path) -> None:
         )
         lines += cases
         lines.append("  </testsuite>")
+    shift_gates = [g for g in report.gates if g.gate.metric == SHIFT]
+    if shift_gates:
+        failures = sum(not g.passed for g in shift_gates)
+        lines.append(f'  <testsuite name="shift" tests="{len(shift_gates)}" failures="{failures}">')
+        for g in shift_gates:
+            body = "" if g.passed else f"<failure message={quoteattr(g.line())}/>"
+            lines.append(
+                f'    <testcase classname="ucsj.shift" '
+                f"name={quoteattr(f'{g.gate.text} [{g.group}]')}>{body}</testcase>"
+            )
     lines.append("</testsuites>")
     with atomic_writer(path) as out:
         out.write("\n".join(lines) + "\n")
@@ -560,8 +606,34 @@ td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-we
 background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
 <h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); avg is
 the unweighted mean over languages, all pools every sample; best per column in bold.</p>
-<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}
+<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}{_shift_html(report)}
 <h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
 """
     with atomic_writer(path) as out:
         out.write(page)
+
+
+def _shift_html(report: Report) -> str:
+    """The answers' shift from the judge's English reference, when the report has it."""
+    if report.shift is None:
+        return ""
+    rows = "".join(
+        f"<tr><th>{escape(lang)}</th><td>{s.n}</td><td class={'fail' if s.warn else 'plain'}>"
+        f"{s.shift:.3f}</td><td>{s.chance:.3f}</td><td>{_maybe(s.unexplained)}</td>"
+        f"<td>{_maybe(s.predicted_pass_rate)}</td><td>"
+        + "<br>".join(html.escape(f"{c.id} {c.text} {c.direction}") for c in s.top)
+        + "</td></tr>"
+        for lang, s in report.shift.languages.items()
+    )
+    return (
+        f"<h2>Answer shift from the {escape(report.shift.reference)} reference</h2><p>Mean W1 "
+        "distance of each criterion's P(yes) from the reference (0 = answered as in English); "
+        "genuinely better or worse outputs move it too, 'unexplained' is what a different pass "
+        f"rate cannot produce (reference pass rate {_maybe(report.shift.reference_pass_rate)})."
+        "</p><table><tr><th>lang</th><th>n</th><th>shift</th><th>chance</th><th>unexplained</th>"
+        f"<th>pass rate</th><th>most moved</th></tr>{rows}</table>"
+    )
+
+
+def _maybe(value: float | None) -> str:
+    return "–" if value is None else fmt(value)

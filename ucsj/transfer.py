@@ -342,6 +342,7 @@ def fit_judge(
         "format": JUDGE_FORMAT,
         "estimator": estimators[0],  # the seed-42 module: what judge files before seeds held
         "estimators": estimators,
+        "reference": _answer_reference(usable, criteria, target, estimators, x),
         "meta": {
             "target": target,
             "module": choice.module,
@@ -363,6 +364,26 @@ def fit_judge(
             "ucsj_version": __version__,
         },
     }
+
+
+def _answer_reference(
+    usable: list[ScoreRecord],
+    criteria: CriteriaSet,
+    target: str,
+    models: list[BaseEstimator],
+    x: np.ndarray,
+) -> dict[str, Any]:
+    """What `analyze shift`, predict's warnings and --align compare other languages with."""
+    from ucsj.shift import build_reference
+
+    if target != "label":
+        return build_reference(usable, criteria)
+    return build_reference(
+        usable,
+        criteria,
+        labels=np.asarray([r.gold for r in usable]),
+        predicted_pass_rate=round(float(np.mean(decide(models, x).pred)), 6),
+    )
 
 
 def _check_target(records: list[ScoreRecord], target: str | None, source: str) -> str:
@@ -427,9 +448,14 @@ def _check_consistent(records: list[ScoreRecord], criteria: CriteriaSet, source:
 
 
 def predict_records(
-    judge: dict[str, Any], records: list[ScoreRecord], source: str = ""
+    judge: dict[str, Any], records: list[ScoreRecord], source: str = "", align: str = "none"
 ) -> list[dict[str, Any]]:
-    """Predictions for scores made with the judge's criteria, scoring model and granularity."""
+    """Predictions for scores made with the judge's criteria, scoring model and granularity.
+    `align` (standardize, prior) adjusts each language to the English reference first
+    (ucsj.shift); prior matching decides by the shifted mean probability >= 0.5."""
+    from ucsj.shift import check_alignment
+
+    check_alignment(judge, align)
     meta = judge["meta"]
     target = meta.get("target", "label")
     for r in records:
@@ -462,20 +488,27 @@ def predict_records(
     names, kind = meta["feature_names"], meta["features"]
     models = judge_estimators(judge)
     spread = len(models) > 1  # the spread between seeds is only reported when there are some
-    method = f"ucs-{meta['module']}"
+    method = f"ucs-{meta['module']}" + ("" if align == "none" else f"+{align}")
     if target == "label":
-        decision = decide(models, feature_matrix(records, names, kind))
+        decision = decide(models, _aligned_features(judge, records, align))
+        probs, preds = decision.prob, decision.pred
+        if align == "prior":
+            from ucsj.shift import language_groups, match_prior
+
+            pass_rate = judge["reference"]["predicted_pass_rate"]
+            probs = match_prior(probs, language_groups(records), pass_rate)
+            preds = (probs >= 0.5).astype(int)
         verdicts = [
             {
                 "prob": round(float(p), 6),
                 **({"prob_sd": round(float(sd), 6)} if spread else {}),
                 "pred": int(v),
             }
-            for p, sd, v in zip(decision.prob, decision.spread, decision.pred, strict=True)
+            for p, sd, v in zip(probs, decision.spread, preds, strict=True)
         ]
     elif target == "score":
         low, high = (int(v) for v in min_max(meta["train_counts"]))
-        values, sds = decide_scores(models, feature_matrix(records, names, kind))
+        values, sds = decide_scores(models, _aligned_features(judge, records, align))
         verdicts = [
             {
                 "pred": round(float(v), 6),
@@ -514,6 +547,18 @@ def predict_records(
             row.update({key: None for key in verdict}, error=r.error)
         out.append(row)
     return out
+
+
+def _aligned_features(judge: dict[str, Any], records: list[ScoreRecord], align: str) -> np.ndarray:
+    """The judge's features, standardized per language against the reference when asked."""
+    meta = judge["meta"]
+    x = feature_matrix(records, meta["feature_names"], meta["features"])
+    if align != "standardize":
+        return x
+    from ucsj.shift import language_groups, standardize
+
+    part = judge["reference"][meta["features"]]
+    return standardize(x, language_groups(records), part["mean"], part["std"])
 
 
 def judge_estimators(judge: dict[str, Any]) -> list[BaseEstimator]:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -35,6 +35,9 @@ from ucsj.llm.cache import default_cache_dir
 from ucsj.plots import plot_bars, plot_efficiency, plot_importance
 from ucsj.scores import ScoreRecord, read_scores
 from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+
+if TYPE_CHECKING:
+    from ucsj.shift import ShiftReport
 
 
 @cli.group(context_settings=CONTEXT)
@@ -386,3 +389,115 @@ def analyze_decomposition(
         "balanced accuracy",
     )
     console.info(f"plot: {plot_path}")
+
+
+@analyze.command("shift")
+@click.argument("scores", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--judge",
+    "judge_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="judge.skops from fit: its English answer reference is what SCORES are compared with.",
+)
+@json_option
+@_plot_option("shift.png")
+def analyze_shift(
+    scores: tuple[Path, ...], judge_path: Path, json_path: Path | None, plot_path: Path
+) -> None:
+    """Does the judge still carry over? How far each language's criterion answers moved from the
+    English answers the judge was trained on; needs no labels in SCORES.
+
+    shift = mean over criteria of the Wasserstein-1 distance between the language's P(yes)
+    distribution and English's (0: same answers; 1: every certain no became a certain yes).
+
+    Example: ucsj analyze shift --judge judge.skops fr.scores.jsonl hi.scores.jsonl
+    """
+    from ucsj.judge_file import load_judge
+    from ucsj.plots import plot_shift
+    from ucsj.shift import shift_report
+
+    judge = load_judge(judge_path)
+    records = [r for path in scores for r in read_scores(path)]
+    result = shift_report(judge, records, source=", ".join(map(str, scores)))
+    if not result.languages:
+        raise InputError("no successfully scored samples to compare", path=str(scores[0]))
+    print_shift(result)
+    _write_json(json_path, result.to_json())
+    plot_shift(result, plot_path)
+    console.info(f"plot: {plot_path}")
+
+
+def print_shift(result: ShiftReport) -> None:
+    """The shift table, each language's most moved criteria, and how to read them."""
+    from ucsj.report import fmt
+    from ucsj.shift import CRITERION_WARNING, SHIFT_WARNING
+
+    def num(value: float | None) -> str:
+        return "–" if value is None else fmt(value)
+
+    rows = [
+        [
+            f"{result.reference} (ref)",
+            "",
+            "0",
+            "",
+            "",
+            "",
+            num(result.reference_pass_rate),
+            "",
+            fmt(result.reference_unreadable),
+            "",
+        ]
+    ]
+    for lang, s in result.languages.items():
+        rows.append(
+            [
+                lang,
+                str(s.n),
+                f"{s.shift:.3f}" + (" !" if s.warn else ""),
+                f"{s.chance:.3f}",
+                num(s.unexplained),
+                num(s.label_free),
+                num(s.predicted_pass_rate),
+                num(s.implied_pass_rate),
+                fmt(s.unreadable),
+                ", ".join(c.id for c in s.top),
+            ]
+        )
+    _print_table(
+        f"Shift of criterion answers from the {result.reference} reference "
+        f"(! warned: beyond {SHIFT_WARNING}, or one criterion beyond {CRITERION_WARNING}, "
+        "and beyond chance)",
+        [
+            "lang",
+            "n",
+            "shift",
+            "chance",
+            "unexplained",
+            "label-free",
+            "pass rate",
+            "implied",
+            "unreadable",
+            "most moved",
+        ],
+        rows,
+    )
+    for lang, s in result.languages.items():
+        for c in s.top:
+            console.out.print(
+                f'{lang}: {c.id} "{c.text}" {c.direction} '
+                f"({c.mean_change:+.3f}; shift {c.shift:.3f})",
+                markup=False,
+            )
+    console.out.print(
+        "shift: mean W1 distance of each criterion's P(yes) from the reference (0 = same "
+        "answers); chance: what a sample of this size from the reference itself shows. A "
+        "language whose outputs are genuinely better or worse moves too (label shift): "
+        "'unexplained' is the shift left after the best mix of English's pass and fail "
+        "answers (at the 'implied' pass rate; 'pass rate' is the judge's), 'label-free' the "
+        "shift of the criteria whose English answers do not depend on the label. High shift "
+        "with both near chance: the outputs differ, the judge likely still reads them; high "
+        "unexplained: the model answers the criteria differently in this language.",
+        markup=False,
+    )

@@ -49,6 +49,7 @@ from ucsj.scoring import (
     score_file,
     unreadable_problem,
 )
+from ucsj.shift import ALIGNMENTS, ShiftReport
 from ucsj.tasks import Task, load_task
 from ucsj.transfer import (
     CV_REPEATS,
@@ -386,6 +387,17 @@ def fit(
     help="judge.skops from fit.",
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@click.option(
+    "--align",
+    type=click.Choice(ALIGNMENTS),
+    default="none",
+    show_default=True,
+    help="Label-free alignment per language: standardize moves each feature to English's mean "
+    "and spread; prior shifts the verdicts to English's predicted pass rate. Both help when "
+    "the model answers more leniently in a language and harm when the language's outputs "
+    "are genuinely better or worse (see README). The method gets a +standardize or +prior "
+    "suffix.",
+)
 @lang_option
 @output_option()
 @llm_options
@@ -393,11 +405,15 @@ def predict(
     data: Path,
     judge_path: Path,
     task_spec: str | None,
+    align: str,
     lang: str | None,
     output: Path,
     settings: LLMSettings,
 ) -> None:
     """Apply a judge to scores, or to a data file (scored first with the judge's criteria).
+
+    Warns on stderr, one line per language, when a language's criterion answers moved from the
+    English ones beyond the shift threshold (ucsj analyze shift tells more).
 
     Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
@@ -407,11 +423,31 @@ def predict(
     if not is_scores_file(data):
         settings.model = meta["scoring_model"]
     records, _ = _scores_or_score(data, None, criteria, lang, meta["scoring"], settings, task_spec)
-    rows = predict_records(judge, records, source=str(data))
+    rows = predict_records(judge, records, source=str(data), align=align)
     with open_output(output) as out:
         for row in rows:
             out.write(dump_json_line(row))
     console.info(f"wrote {len(rows)} predictions to {_where(output)}")
+    if align == "prior":
+        from ucsj.shift import prior_misses
+
+        for line in prior_misses(rows, judge["reference"]["predicted_pass_rate"]):
+            console.err.print(line, markup=False)
+    _warn_on_shift(judge, criteria, records)
+
+
+def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord]) -> None:
+    from ucsj.shift import language_shifts, reference_of, warning_lines
+
+    if "reference" not in judge:
+        console.info(
+            "the judge file has no English answer reference (fitted by an older ucsj): "
+            "shift not checked; refit with `ucsj fit` to get the check"
+        )
+        return
+    reference = reference_of(judge, "the shift check")
+    for line in warning_lines(language_shifts(reference, criteria, records)):
+        console.err.print(line, markup=False)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -425,7 +461,7 @@ def predict(
     help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
     '"ba[avg]>=0.8" (mean over languages), "ba[all]>=0.8" (pooled), '
     '"pass_rate[hi]>=0.9", "error_rate<=0.05", "tau[de-en]>=0.3", "acc[fr/chat]>=0.7", '
-    '"position_bias<=0.6". Exit 1 when one fails.',
+    '"position_bias<=0.6", "shift<=0.15" (with --judge). Exit 1 when one fails.',
 )
 @click.option(
     "--max-error-rate",
@@ -443,6 +479,21 @@ def predict(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A PNG (e.g. from `ucsj analyze`) to inline in the --html page; repeatable.",
 )
+@click.option(
+    "--judge",
+    "judge_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="judge.skops from fit: with --scores, adds each language's answer shift from the "
+    'English reference to the report and allows --gate "shift<=0.15".',
+)
+@click.option(
+    "--scores",
+    "scores_paths",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The scores the predictions were made from (needs no labels); repeatable; with --judge.",
+)
 def report(
     predictions: tuple[Path, ...],
     gates: tuple[str, ...],
@@ -451,6 +502,8 @@ def report(
     junit_path: Path | None,
     html_path: Path | None,
     figures: tuple[Path, ...],
+    judge_path: Path | None,
+    scores_paths: tuple[Path, ...],
 ) -> None:
     """Quality per language and method, with gates for CI: balanced accuracy for binary
     tasks, Kendall's tau per language pair for pointwise ones, accuracy over both orders with
@@ -463,8 +516,15 @@ def report(
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
-    result = build_report(list(predictions), parsed)
+    shift = _shift_of(judge_path, scores_paths)
+    result = build_report(
+        list(predictions), parsed, shift, judge_path.name if judge_path else "judge"
+    )
     print_report(result)
+    if shift is not None:
+        from ucsj.cli.analyses import print_shift
+
+        print_shift(shift)
     if json_path:
         write_json_report(result, json_path)
     if junit_path:
@@ -476,6 +536,20 @@ def report(
             console.err.print(gate.line(), markup=False)
     if result.failed_gates:
         raise GateFailed(f"{len(result.failed_gates)} of {len(result.gates)} gate checks failed")
+
+
+def _shift_of(judge_path: Path | None, scores_paths: tuple[Path, ...]) -> ShiftReport | None:
+    if judge_path is None and not scores_paths:
+        return None
+    if judge_path is None or not scores_paths:
+        raise InputError(
+            "report: --judge and --scores go together (the shift compares the "
+            "scores' answers with the judge's English reference)"
+        )
+    from ucsj.shift import shift_report
+
+    records = [r for path in scores_paths for r in read_scores(path)]
+    return shift_report(load_judge(judge_path), records, ", ".join(map(str, scores_paths)))
 
 
 def print_report(result: Report) -> None:
