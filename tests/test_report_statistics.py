@@ -101,7 +101,9 @@ def test_one_class_gold_makes_ba_undefined_and_a_gate_on_it_fails_with_the_reaso
     captured = capsys.readouterr()
     assert "n/a" in captured.out and "0.950 [" not in captured.out
     assert "ba is undefined" in captured.err and "one class" in captured.err
-    assert ucsj("report", str(path), "--gate", "ba[avg]>=0.8") == 1
+    code, gated = report_json(tmp_path, path, gates=["ba[avg]>=0.8"])
+    assert code == 1 and gated["gates"][0]["value"] is None
+    assert "one class" in gated["gates"][0]["undefined"] and not gated["gates"][0]["passed"]
     assert ucsj("report", str(path), "--gate", "acc>=0.9") == 0  # acc is defined
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -88,6 +89,11 @@ def _binary_scores(path: Path) -> list[ScoreRecord]:
             path=str(path),
         )
     return records
+
+
+def _num(value: float) -> str:
+    """A metric to 3 decimals, or n/a when it is undefined (e.g. BA of a one-class language)."""
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
@@ -206,9 +212,9 @@ def analyze_importance(
         rows.append(
             [
                 lang,
-                f"{result.spearman[lang]:.3f}",
-                f"{result.ba_all[lang]:.3f}",
-                f"{result.ba_top[lang]:.3f}",
+                _num(result.spearman[lang]),
+                _num(result.ba_all[lang]),
+                _num(result.ba_top[lang]),
                 f"{result.ba_top[lang] - result.ba_all[lang]:+.3f}",
                 ", ".join(name for name, _ in top),
             ]
@@ -253,7 +259,7 @@ def analyze_modules(
     _print_table(
         "Balanced accuracy by transfer module",
         ["module", *langs, "avg"],
-        [[m, *(f"{row[k]:.3f}" for k in [*langs, "avg"])] for m, row in table.items()],
+        [[m, *(_num(row[k]) for k in [*langs, "avg"])] for m, row in table.items()],
     )
     _write_json(json_path, table)
     plot_bars(
@@ -304,8 +310,8 @@ def analyze_aggregator(
         "Trained module vs LLM aggregator",
         ["aggregation", *langs, "avg"],
         [
-            [f"UCS (trained, {module})", *(f"{trained[k]:.3f}" for k in [*langs, "avg"])],
-            ["UCS (LLM)", *(f"{llm.get(k, float('nan')):.3f}" for k in [*langs, "avg"])],
+            [f"UCS (trained, {module})", *(_num(trained[k]) for k in [*langs, "avg"])],
+            ["UCS (LLM)", *(_num(llm.get(k, float("nan"))) for k in [*langs, "avg"])],
         ],
     )
     _write_json(json_path, {"trained": trained, "llm": llm, "module": module})
