@@ -419,7 +419,7 @@ def test_the_pending_file_never_replaces_an_input(world, capsys):
     before = (root / "en.jsonl").read_bytes()
     options = collect_options(root, "c2", "en.jsonl")
     assert score(root, "x.jsonl", options) == 2
-    assert "also the command's data file" in capsys.readouterr().err
+    assert "is also an input" in capsys.readouterr().err
     assert (root / "en.jsonl").read_bytes() == before
 
 

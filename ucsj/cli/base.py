@@ -118,24 +118,17 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
             cache_dir=cache_dir or default_cache_dir(),
             pending=pending,
         )
-        settings.validate()  # --cache collect without --pending fails before any work
-        if pending is not None:
-            _refuse_overwriting(pending, kwargs)
+        settings.validate()  # a bad option fails at once, before any input is read
+        if pending is not None:  # the pending file is written whole
+            from ucsj.io import refuse_overwriting_inputs
+
+            files = [value for value in kwargs.values() if isinstance(value, Path)]
+            refuse_overwriting_inputs([pending], files)
         return func(*args, settings=settings, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
-
-
-def _refuse_overwriting(pending: Path, files: dict[str, Any]) -> None:
-    """The pending file is written whole: it must not be one of the command's other files."""
-    from ucsj.errors import InputError
-
-    target = pending.resolve()
-    for name, value in files.items():
-        if isinstance(value, Path) and value.resolve() == target:
-            raise InputError(f"--pending {pending} is also the command's {name} file")
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
