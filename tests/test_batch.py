@@ -141,7 +141,9 @@ def test_collect_import_round_trip_recollects_failed_lines(world, capsys):
     with ResponseCache(root / "round-trip-cache") as store:
         assert len(store) == 48 - 3
         assert all(k not in store for k in failed)
-        meta = store.get(pending[0]["custom_id"])["meta"]
+        entry = store.get(pending[0]["custom_id"])
+        assert "response_digest" in entry  # stored as a run stores, with its integrity digest
+        meta = entry["meta"]
         assert meta["endpoint"] == "batch" and meta["request_id"].startswith("req_")
 
     # the next collect asks for exactly the failed ones

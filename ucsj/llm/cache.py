@@ -198,7 +198,9 @@ class ResponseCache:
 
         def add_all() -> int:
             with self._store.transact():
-                return sum(bool(self._store.add(e["key"], canonical_json(e))) for e in entries)
+                return sum(
+                    bool(self._store.add(e["key"], canonical_json(with_digest(e)))) for e in entries
+                )
 
         return _retry_locked(add_all)
 
