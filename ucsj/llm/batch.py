@@ -177,7 +177,8 @@ def _entry_of(
     requests_name: str,
     batch_id: str | None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """(entry, None, custom_id) for a usable answer, else (None, reason, custom_id)."""
+    """(entry, None, custom_id) for a usable answer, else (None, reason, custom_id); a reason
+    quoting the engine's text has any credential in it masked."""
     try:
         line = json.loads(raw)
     except ValueError:
@@ -192,7 +193,9 @@ def _entry_of(
         return None, f"no request with this custom_id in {requests_name}", custom_id
     problem = _answer_problem(line)
     if problem:
-        return None, problem, custom_id
+        from ucsj.redact import redact
+
+        return None, redact(problem), custom_id
     inputs.seek(offset)
     body = json.loads(inputs.readline()).get("body")
     material = _key_material(body, custom_id)

@@ -228,6 +228,6 @@ class _Api:
             time.sleep(min(30.0, 0.5 * 2**attempt))
 
     def _redact(self, text: str) -> str:
-        key = self.settings.api_key
-        text = " ".join(text.split())
-        return text.replace(key, "***") if key else text
+        from ucsj.redact import redact
+
+        return redact(" ".join(text.split()), [self.settings.api_key])
