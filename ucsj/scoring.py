@@ -330,14 +330,20 @@ def score_file(
         # the client closes inside the output: a collect run that ends with requests pending
         # raises there, and no output is written
         collecting = CacheMode(settings.cache_mode) is CacheMode.COLLECT
-        with open_output(output, hold=collecting) as out, _memo_for(settings) as memo:
-            async with LLMClient(settings) as client:
-                lines = score_lines(client, task, criteria, samples, scoring, memo, context, shard)
-                async for scored in lines:
-                    out.write(scored.line)
-                    _tally(summary, scored)
-                    if on_record is not None:
-                        on_record()
+        client = LLMClient(settings)  # refuses a replay without a cache before the memo opens
+        try:
+            with open_output(output, hold=collecting) as out, _memo_for(settings) as memo:
+                async with client:
+                    lines = score_lines(
+                        client, task, criteria, samples, scoring, memo, context, shard
+                    )
+                    async for scored in lines:
+                        out.write(scored.line)
+                        _tally(summary, scored)
+                        if on_record is not None:
+                            on_record()
+        finally:
+            await client.aclose()
 
     asyncio.run(run())
     return summary

@@ -399,6 +399,7 @@ class LLMClient:
             self._http = None
         if self._own_cache and self.cache is not None:
             self.cache.close()
+            self._own_cache = False  # closing twice is harmless
 
     def logprobs_available(self, model: str) -> bool | None:
         """What this endpoint has shown about logprobs for `model`; None until it has answered."""
