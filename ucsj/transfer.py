@@ -36,11 +36,11 @@ from ucsj.errors import InputError
 from ucsj.judge_file import JUDGE_FORMAT
 from ucsj.metrics import balanced_accuracy, kendall_tau
 from ucsj.scores import TARGETS, ScoreRecord
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
 
 RANDOM_STATE = 42
 IMPUTE = 0.5  # an unreadable answer carries no evidence either way
 VALIDATION_SHARE = 0.25
-FEATURE_KINDS = ("concept", "criterion")
 
 # Appendix A.3 of the UCS paper, all in one place. Order breaks ties in --module auto.
 MODULES: dict[str, Callable[[], BaseEstimator]] = {
@@ -77,6 +77,8 @@ SCORE_MODULES: dict[str, Callable[[], BaseEstimator]] = {
     ),
     "knn": lambda: KNeighborsRegressor(n_neighbors=5),
 }
+# The command line offers these names without importing this module.
+assert tuple(MODULES) == tuple(SCORE_MODULES) == MODULE_NAMES
 
 
 def feature_names(criteria: CriteriaSet, kind: str) -> list[str]:

@@ -12,15 +12,6 @@ import click
 from rich.table import Table
 
 from ucsj import console
-from ucsj.analysis import (
-    FRACTIONS,
-    average_ba,
-    criteria_importance,
-    decomposition_costs,
-    module_comparison,
-    recorded_latencies,
-    sample_efficiency,
-)
 from ucsj.cli.base import (
     CONTEXT,
     cache_dir_option,
@@ -32,9 +23,8 @@ from ucsj.errors import InputError
 from ucsj.io import read_json_lines, write_json
 from ucsj.llm import ResponseCache
 from ucsj.llm.cache import default_cache_dir
-from ucsj.plots import plot_bars, plot_efficiency, plot_importance
 from ucsj.scores import ScoreRecord, read_scores
-from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
 
 
 @cli.group(context_settings=CONTEXT)
@@ -103,7 +93,7 @@ def _write_json(path: Path | None, payload: Any) -> None:
 @train_option
 @targets_option
 @criteria_option
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
 @click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
 @json_option
@@ -119,6 +109,9 @@ def analyze_sample_efficiency(
     plot_path: Path,
 ) -> None:
     """How many English labels are needed (paper 5.2, Figure 2)."""
+    from ucsj.analysis import FRACTIONS, sample_efficiency
+    from ucsj.plots import plot_efficiency
+
     points = sample_efficiency(
         _binary_scores(train),
         _read_many(targets),
@@ -176,6 +169,9 @@ def analyze_importance(
     heatmap_path: Path,
 ) -> None:
     """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4)."""
+    from ucsj.analysis import criteria_importance
+    from ucsj.plots import plot_importance
+
     result = criteria_importance(_read_many(scores), load_criteria(criteria), reference=reference)
     rows = []
     for lang in result.profiles:
@@ -218,6 +214,9 @@ def analyze_modules(
     plot_path: Path,
 ) -> None:
     """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
+    from ucsj.analysis import module_comparison
+    from ucsj.plots import plot_bars
+
     table = module_comparison(
         _binary_scores(train), _read_many(targets), load_criteria(criteria), features=features
     )
@@ -249,7 +248,7 @@ def analyze_modules(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Predictions of `ucsj judge --method llm-aggregator`; repeatable.",
 )
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
 @json_option
 @_plot_option("aggregator.png")
 def analyze_aggregator(
@@ -262,6 +261,10 @@ def analyze_aggregator(
     plot_path: Path,
 ) -> None:
     """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
+    from ucsj.analysis import average_ba
+    from ucsj.plots import plot_bars
+    from ucsj.transfer import fit_judge, predict_records
+
     criteria_set = load_criteria(criteria)
     judge = fit_judge(_binary_scores(train), criteria_set, module=module)
     target_records = _read_many(targets)
@@ -290,6 +293,9 @@ def analyze_aggregator(
 def _decomposition_runs(
     runs: tuple[str, ...], module: str, store: ResponseCache | None
 ) -> dict[str, dict[str, Any]]:
+    from ucsj.analysis import average_ba, decomposition_costs, recorded_latencies
+    from ucsj.transfer import fit_judge, predict_records
+
     results = {}
     for spec in runs:
         name, _, files = spec.partition("=")
@@ -319,7 +325,7 @@ def _decomposition_runs(
     '(e.g. "gen per-concept / score joint=c.json,en.j.jsonl,fr.j.jsonl"); '
     "repeatable.",
 )
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
 @cache_dir_option
 @json_option
 @_plot_option("decomposition.png")
@@ -333,6 +339,8 @@ def analyze_decomposition(
     """What finer decomposition costs and buys (paper 5.6, Table 4): calls and tokens per
     sample from the scores' usage records, the server's seconds per sample from the latencies
     the cache recorded, and BA averaged over target languages."""
+    from ucsj.plots import plot_bars
+
     directory = cache_dir or default_cache_dir()
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(ResponseCache(directory)) if directory.is_dir() else None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,24 @@ def cli(quiet: bool, verbose: bool) -> None:
     error. The API key is read from OPENAI_API_KEY only and is never written anywhere.
     """
     console.configure(quiet=quiet, verbose=verbose)
+
+
+class LazyChoice(click.Choice):
+    """A choice among the names of `module.attribute`, imported only when they are needed
+    (parsing, the command's own help, completion), so that `ucsj` starts without it."""
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self._source = (module, attribute)
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        module, attribute = self._source
+        return tuple(getattr(importlib.import_module(module), attribute))
+
+    @choices.setter
+    def choices(self, _: Sequence[str]) -> None:
+        pass  # click.Choice.__init__ assigns; the names come from the module
 
 
 def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,7 +14,6 @@ from ucsj.cli.base import (
     llm_options,
 )
 from ucsj.cli.pipeline import print_report
-from ucsj.demo import run_demo_in
 from ucsj.errors import BackendError
 from ucsj.llm import LLMSettings
 from ucsj.llm.client import DEFAULT_MODEL
@@ -104,6 +103,8 @@ def demo(live: bool, workdir: Path | None, fixtures: Path | None, settings: LLMS
 
     Offline by default, from recorded responses of the built-in model.
     """
+    from ucsj.demo import run_demo_in  # scikit-learn, only when the demo runs
+
     if not live:
         console.info(REPLAY_BANNER)
     result = run_demo_in(settings, workdir, fixtures=fixtures, live=live, step=console.info)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -26,23 +27,13 @@ from ucsj.gen import GEN_MODES, generate_criteria
 from ucsj.io import dump_json_line, open_output, read_json_lines
 from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
-from ucsj.report import (
-    ALL,
-    DETAIL_COLUMNS,
-    HEADLINE_TITLE,
-    Report,
-    build_report,
-    fmt,
-    headline,
-    parse_gate,
-    write_html,
-    write_json_report,
-    write_junit,
-)
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
 from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
 from ucsj.tasks import Task, load_task
-from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
+
+if TYPE_CHECKING:
+    from ucsj.report import Report
 
 
 @cli.command(context_settings=CONTEXT)
@@ -231,7 +222,7 @@ def _scores_or_score(
 )
 @click.option(
     "--module",
-    type=click.Choice(["auto", *MODULES]),
+    type=click.Choice(["auto", *MODULE_NAMES]),
     default="auto",
     show_default=True,
     help="Transfer module; auto picks by the English validation metric (BA, Kendall's tau or "
@@ -280,6 +271,9 @@ def fit(
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
+    from ucsj.report import fmt
+    from ucsj.transfer import fit_judge
+
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
     )
@@ -332,6 +326,8 @@ def predict(
 
     Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
+    from ucsj.transfer import predict_records
+
     judge = load_judge(judge_path)
     meta = judge["meta"]
     criteria = criteria_from_json(meta["criteria"], str(judge_path))
@@ -388,6 +384,8 @@ def report(
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
+    from ucsj.report import build_report, parse_gate, write_html, write_json_report, write_junit
+
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
@@ -407,6 +405,8 @@ def report(
 
 
 def print_report(result: Report) -> None:
+    from ucsj.report import ALL, DETAIL_COLUMNS, HEADLINE_TITLE, fmt, headline
+
     title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
         table = Table("method", *result.langs, ALL, title=f"{title} (* best per column)")
