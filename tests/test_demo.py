@@ -32,6 +32,29 @@ def test_demo_replays_offline_and_prints_the_report(tmp_path):
     criteria = json.loads((tmp_path / "w" / "criteria.json").read_text())
     assert criteria["generated_by"]["model"] == "smollm2-135m-instruct-q4_1"
     assert not (tmp_path / "cache").exists(), "the demo leaves the default ./cache alone"
+    replay_printed_commands(proc.stdout, tmp_path / "w", tmp_path / "by-hand")
+
+
+def replay_printed_commands(stdout: str, workdir, again) -> None:
+    """The commands `demo --workdir` prints, run into another folder, make the same files."""
+    import shlex
+
+    from conftest import ucsj
+
+    commands = [line for line in stdout.splitlines() if line.startswith("ucsj ")]
+    assert [c.split()[1] for c in commands] == [
+        "cache", "gen", *["score"] * 5, "fit", *["predict"] * 4, "report",
+    ]  # fmt: skip
+    assert "--concepts 4 --questions 4" in commands[1]
+    assert "--scoring per-criterion" in commands[2]
+    for command in commands:
+        argv = shlex.split(command.replace(str(workdir), str(again)))
+        assert ucsj(*argv[1:]) == 0, command
+    names = ["criteria.json", "judge.skops"]
+    names += [f"{lang}.scores.jsonl" for lang in ("en", "fr", "de", "es", "hi")]
+    names += [f"{lang}.preds.jsonl" for lang in ("fr", "de", "es", "hi")]
+    for name in names:
+        assert (again / name).read_bytes() == (workdir / name).read_bytes(), name
 
 
 # -- every baseline judge replays the built-in model's real recordings -------------------------
