@@ -50,6 +50,25 @@ criteria_option = _scores_option("--criteria", "The criteria the scores were mad
 json_option = file_option("--json", "json_path", "Write the numbers as JSON.")
 
 
+def _module_option(help_text: str) -> Callable[..., Any]:
+    return click.option(
+        "--module",
+        type=click.Choice(MODULE_NAMES),
+        default="mlp",
+        show_default=True,
+        help=help_text,
+    )
+
+
+features_option = click.option(
+    "--features",
+    type=click.Choice(FEATURE_KINDS),
+    default="concept",
+    show_default=True,
+    help="Concept means s(x) or criterion answers z(x) as the module's input.",
+)
+
+
 def _plot_option(default: str) -> Callable[..., Any]:
     return click.option(
         "--plot",
@@ -93,9 +112,15 @@ def _write_json(path: Path | None, payload: Any) -> None:
 @train_option
 @targets_option
 @criteria_option
-@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
-@click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
-@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
+@_module_option("Transfer module trained at every share of the English data.")
+@features_option
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Repetitions with other splits and subsamples; the plot shows mean ± std.",
+)
 @json_option
 @_plot_option("sample-efficiency.png")
 def analyze_sample_efficiency(
@@ -108,7 +133,11 @@ def analyze_sample_efficiency(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """How many English labels are needed (paper 5.2, Figure 2)."""
+    """How many English labels are needed (paper 5.2, Figure 2).
+
+    Example: ucsj analyze sample-efficiency --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json --plot sample-efficiency.png
+    """
     from ucsj.analysis import FRACTIONS, sample_efficiency
     from ucsj.plots import plot_efficiency
 
@@ -149,7 +178,12 @@ def analyze_sample_efficiency(
 @analyze.command("importance")
 @click.argument("scores", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @criteria_option
-@click.option("--reference", default="en", show_default=True, help="Reference language.")
+@click.option(
+    "--reference",
+    default="en",
+    show_default=True,
+    help="The language whose importance profile the others are compared with.",
+)
 @json_option
 @_plot_option("importance-alignment.png")
 @click.option(
@@ -168,7 +202,11 @@ def analyze_importance(
     plot_path: Path,
     heatmap_path: Path,
 ) -> None:
-    """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4)."""
+    """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4).
+
+    Example: ucsj analyze importance en.scores.jsonl fr.scores.jsonl hi.scores.jsonl
+    --criteria criteria.json
+    """
     from ucsj.analysis import criteria_importance
     from ucsj.plots import plot_importance
 
@@ -202,7 +240,7 @@ def analyze_importance(
 @train_option
 @targets_option
 @criteria_option
-@click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
+@features_option
 @json_option
 @_plot_option("modules.png")
 def analyze_modules(
@@ -213,7 +251,11 @@ def analyze_modules(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
+    """Every transfer module trained on English, BA on each target (paper 5.4, Table 2).
+
+    Example: ucsj analyze modules --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json
+    """
     from ucsj.analysis import module_comparison
     from ucsj.plots import plot_bars
 
@@ -248,7 +290,7 @@ def analyze_modules(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Predictions of `ucsj judge --method llm-aggregator`; repeatable.",
 )
-@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
+@_module_option("Transfer module trained on English.")
 @json_option
 @_plot_option("aggregator.png")
 def analyze_aggregator(
@@ -260,7 +302,11 @@ def analyze_aggregator(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
+    """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3).
+
+    Example: ucsj analyze aggregator --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json --llm fr.agg.jsonl
+    """
     from ucsj.analysis import average_ba
     from ucsj.plots import plot_bars
     from ucsj.transfer import fit_judge, predict_records
@@ -325,7 +371,7 @@ def _decomposition_runs(
     '(e.g. "gen per-concept / score joint=c.json,en.j.jsonl,fr.j.jsonl"); '
     "repeatable.",
 )
-@click.option("--module", type=click.Choice(MODULE_NAMES), default="mlp", show_default=True)
+@_module_option("Transfer module trained on English.")
 @cache_dir_option
 @json_option
 @_plot_option("decomposition.png")
@@ -338,7 +384,11 @@ def analyze_decomposition(
 ) -> None:
     """What finer decomposition costs and buys (paper 5.6, Table 4): calls and tokens per
     sample from the scores' usage records, the server's seconds per sample from the latencies
-    the cache recorded, and BA averaged over target languages."""
+    the cache recorded, and BA averaged over target languages.
+
+    Example: ucsj analyze decomposition --run "per-concept=criteria.json,en.pc.jsonl,fr.pc.jsonl"
+    --run "joint=criteria.json,en.j.jsonl,fr.j.jsonl" --cache-dir cache
+    """
     from ucsj.plots import plot_bars
 
     directory = cache_dir or default_cache_dir()

@@ -29,7 +29,7 @@ from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
 from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
-from ucsj.tasks import Task, load_task
+from ucsj.tasks import PRESETS, Task, load_task
 from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     "--task",
     "task_spec",
     required=True,
-    help="A preset (rag-faithfulness, summary-faithfulness) or a TASK.toml file.",
+    help=f"A preset ({', '.join(PRESETS)}) or a TASK.toml file.",
 )
 @output_option("criteria.json")
 @click.option(
@@ -386,6 +386,8 @@ def report(
     """
     from ucsj.report import build_report, parse_gate, write_html, write_json_report, write_junit
 
+    if figures and html_path is None:
+        raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
