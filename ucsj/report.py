@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -10,7 +9,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
 from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
@@ -379,49 +378,3 @@ def write_junit(report: Report, path: Path) -> None:
     lines.append("</testsuites>")
     with atomic_writer(path) as out:
         out.write("\n".join(lines) + "\n")
-
-
-def write_html(report: Report, path: Path, figures: list[Path] | None = None) -> None:
-    """One self-contained page: the methods x languages table, the gates and the analyses'
-    PNG plots inlined (it opens with no network)."""
-    import base64
-
-    images = "".join(
-        f'<figure><img alt="{html.escape(f.stem)}" src="data:image/png;base64,'
-        f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}'
-        "</figcaption></figure>"
-        for f in figures or []
-    )
-    head = "".join(f"<th>{escape(lang)}</th>" for lang in [*report.langs, ALL])
-    rows = []
-    for method in report.methods:
-        cells = []
-        for lang in [*report.langs, ALL]:
-            m = report.table[method].get(lang)
-            if m is None:
-                cells.append("<td>–</td>")
-                continue
-            best = report.best(lang) == method and len(report.methods) > 1
-            value, interval = headline(report, m).split(" ", 1)
-            text = f"{value}<br><small>{interval} n={m.n}</small>"
-            cells.append(f"<td class={'best' if best else 'plain'}>{text}</td>")
-        rows.append(f"<tr><th>{escape(method)}</th>{''.join(cells)}</tr>")
-    gates = (
-        "".join(
-            f"<li class={'pass' if g.passed else 'fail'}>{html.escape(g.line())}</li>"
-            for g in report.gates
-        )
-        or "<li>no gates</li>"
-    )
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>ucsj report</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-weight:bold;
-background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
-<h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); best
-per column in bold.</p>
-<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>
-<h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
-"""
-    with atomic_writer(path) as out:
-        out.write(page)

@@ -382,6 +382,8 @@ def predict_records(
             "method": method,
             **verdict,
             "unreadable": round(sum(v is None for v in values) / max(len(values), 1), 6),
+            "model": r.model,  # the scoring model and criteria, for the report's provenance
+            "criteria": r.criteria,
         }
         if r.error:
             row.update({key: None for key in verdict}, error=r.error)

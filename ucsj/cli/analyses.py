@@ -210,7 +210,8 @@ def analyze_importance(
     from ucsj.analysis import criteria_importance
     from ucsj.plots import plot_importance
 
-    result = criteria_importance(_read_many(scores), load_criteria(criteria), reference=reference)
+    criteria_set = load_criteria(criteria)
+    result = criteria_importance(_read_many(scores), criteria_set, reference=reference)
     rows = []
     for lang in result.profiles:
         top = sorted(
@@ -232,7 +233,8 @@ def analyze_importance(
         rows,
     )
     _write_json(json_path, asdict(result))
-    plot_importance(result, plot_path, heatmap_path)
+    questions = {q.id: q.text for q in criteria_set.questions}
+    plot_importance(result, plot_path, heatmap_path, questions)
     console.info(f"plots: {plot_path}, {heatmap_path}")
 
 
@@ -274,6 +276,8 @@ def analyze_modules(
         plot_path,
         "Transfer modules: BA averaged over target languages",
         "balanced accuracy",
+        "Transfer modules: balanced accuracy of each module trained on English, averaged over "
+        f"the target languages ({', '.join(langs)})",
     )
     console.info(f"plot: {plot_path}")
 
@@ -332,6 +336,8 @@ def analyze_aggregator(
         plot_path,
         "Aggregation: BA averaged over target languages",
         "balanced accuracy",
+        f"Aggregation: the trained module ({module}) against the LLM as a training-free "
+        f"aggregator, balanced accuracy averaged over the target languages ({', '.join(langs)})",
     )
     console.info(f"plot: {plot_path}")
 
@@ -384,12 +390,13 @@ def analyze_decomposition(
 ) -> None:
     """What finer decomposition costs and buys (paper 5.6, Table 4): calls and tokens per
     sample from the scores' usage records, the server's seconds per sample from the latencies
-    the cache recorded, and BA averaged over target languages.
+    the cache recorded, and BA averaged over target languages; the plot draws each cost
+    against BA.
 
     Example: ucsj analyze decomposition --run "per-concept=criteria.json,en.pc.jsonl,fr.pc.jsonl"
     --run "joint=criteria.json,en.j.jsonl,fr.j.jsonl" --cache-dir cache
     """
-    from ucsj.plots import plot_bars
+    from ucsj.plots import plot_decomposition
 
     directory = cache_dir or default_cache_dir()
     with contextlib.ExitStack() as stack:
@@ -413,10 +420,5 @@ def analyze_decomposition(
         ],
     )
     _write_json(json_path, results)
-    plot_bars(
-        {n: c["ba_avg"] for n, c in results.items()},
-        plot_path,
-        "Decomposition variants: BA averaged over target languages",
-        "balanced accuracy",
-    )
+    plot_decomposition(results, plot_path)
     console.info(f"plot: {plot_path}")

@@ -255,5 +255,27 @@ def output_option(default: str | None = None) -> Callable[..., Any]:
     )
 
 
+def command_line(ctx: click.Context) -> str:
+    """The command as it could be typed again: its arguments, then the options not left at
+    their defaults (for a report's provenance)."""
+    import shlex
+
+    words = ctx.command_path.split()
+    options: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name) if param.name else None
+        values = list(value) if isinstance(value, tuple | list) else [value]
+        if isinstance(param, click.Argument):
+            words += [str(v) for v in values if v is not None]
+        elif param.expose_value and value not in (None, False, ()) and value != param.default:
+            flag = max(param.opts, key=len)
+            if getattr(param, "is_flag", False):
+                options.append(flag)
+            else:
+                for v in values:
+                    options += [flag, str(v)]
+    return shlex.join(words + options)
+
+
 def _where(output: Path | None) -> str:
     return "standard output" if output is None or str(output) == "-" else str(output)

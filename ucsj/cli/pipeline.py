@@ -15,6 +15,7 @@ from ucsj.cli.base import (
     CONTEXT,
     _where,
     cli,
+    command_line,
     data_argument,
     file_option,
     lang_option,
@@ -384,7 +385,7 @@ def report(
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
-    from ucsj.report import build_report, parse_gate, write_html, write_json_report, write_junit
+    from ucsj.report import build_report, parse_gate, write_json_report, write_junit
 
     if figures and html_path is None:
         raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
@@ -398,7 +399,12 @@ def report(
     if junit_path:
         write_junit(result, junit_path)
     if html_path:
-        write_html(result, html_path, list(figures))
+        from ucsj.report_html import collect_provenance, write_html
+
+        provenance = collect_provenance(
+            list(predictions), command_line(click.get_current_context())
+        )
+        write_html(result, html_path, provenance, list(figures))
     for gate in result.gates:
         if not gate.passed:
             console.err.print(gate.line(), markup=False)
