@@ -117,8 +117,7 @@ def cli(ctx: click.Context) -> None:
     _log_env_file(ctx)
 
 
-for _option in reversed(verbosity_options()):
-    cli.params.insert(0, _option)
+cli.params[:0] = verbosity_options()  # before the subcommand, as `ucsj -q score ...`
 
 
 class LazyChoice(click.Choice):
