@@ -124,3 +124,23 @@ def test_every_baseline_replays_the_recorded_model(demo_subset, method):
     assert len(rows) == 2 * len(files) and all(r["method"] == method for r in rows)
     assert all(r["pred"] in (0, 1, None) and "error" not in r for r in rows)
     assert ucsj("report", *map(str, outputs)) == 0
+
+
+def test_live_demo_commands_call_the_endpoint_and_replay_nothing(tmp_path):
+    from pathlib import Path
+
+    from ucsj.demo import demo_commands
+
+    settings = LLMSettings(
+        model="m-2024-01-01", base_url="http://127.0.0.1:8080/v1", cache_dir=Path("cache")
+    )
+    commands = demo_commands(settings, Path("run"), live=True)
+    assert commands[0].startswith("ucsj gen --task rag-faithfulness --concepts 4 --questions 4")
+    assert all("cache import" not in c and "--cache replay" not in c for c in commands)
+    assert all(
+        c.endswith("--cache-dir cache --model m-2024-01-01 --base-url http://127.0.0.1:8080/v1")
+        for c in commands[:6]
+    )
+    assert commands[-1] == (
+        "ucsj report run/fr.preds.jsonl run/de.preds.jsonl run/es.preds.jsonl run/hi.preds.jsonl"
+    )
