@@ -70,7 +70,8 @@ def test_html_has_every_column_gates_provenance_and_no_verdict(binary_files, tmp
     assert cells(page, "ucs-mlp")[0][0] == "0.833"
     assert "<td>1.000</td><td>0.667</td><td>0.667</td>" in page
     # a method without any verdict is shown as such, never as a 0.000 score
-    assert cells(page, "cot") == [["no", "verdict", "0", "of", "6"]] * 2
+    assert "<th>fr</th><th>avg</th><th>all</th>" in page
+    assert cells(page, "cot") == [["no", "verdict", "0", "of", "6"]] * 3
     assert "no verdict for any sample" in page
     # gates with their results
     assert '<td class="name"><code>ba&gt;=0.7</code></td><td class="name">ucs-mlp</td>' in page
@@ -131,3 +132,16 @@ def test_figures_carry_their_captions_into_the_page(binary_files, tmp_path):
 
 def test_png_description_reads_only_the_description_chunk():
     assert png_description(b"\x89PNG\r\n\x1a\n") is None
+
+
+def test_undefined_metrics_show_as_na_with_their_reason(tmp_path):
+    rows = binary_rows("ucs-mlp", "fr", [1, 0, 1, 0], [1, 0, 1, 0])
+    rows += binary_rows("ucs-mlp", "de", [1, 1, 0, 1], [1, 1, 1, 1])  # one class: BA undefined
+    path = write_rows(tmp_path / "p.jsonl", rows)
+    page_path = tmp_path / "r.html"
+    assert ucsj("report", str(path), "--gate", "ba[de]>=0.5", "--html", str(page_path)) == 1
+    page = page_path.read_text()
+    assert "<th>de</th><th>fr</th><th>avg</th><th>all</th>" in page
+    assert cells(page, "ucs-mlp")[0][:2] == ["n/a", "[n/a,"]
+    assert "<h2>Undefined</h2>" in page and "ucs-mlp [de]: ba n/a: " in page
+    assert re.search(r"<td>n/a <small>\([^<]+\)</small></td><td class=\"fail\">FAILED</td>", page)

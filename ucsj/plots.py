@@ -19,6 +19,7 @@ import numpy as np
 
 from ucsj.analysis import EfficiencyPoint, Importance
 from ucsj.io import atomic_writer
+from ucsj.shift import ShiftReport
 
 CHANCE = "dotted line: chance (0.5)"
 
@@ -164,4 +165,32 @@ def plot_decomposition(results: dict[str, dict[str, Any]], path: Path) -> None:
         "Decomposition: for each variant, the cost per sample (LLM calls, tokens, the server's "
         f"seconds) against balanced accuracy averaged over the target languages{missing}; "
         f"{CHANCE}.",
+    )
+
+
+def plot_shift(report: ShiftReport, path: Path) -> None:
+    """Languages x criteria: how far each criterion's answers moved from the reference (W1)."""
+    langs = list(report.languages)
+    criteria = report.criteria
+    matrix = np.asarray(
+        [
+            [{c.id: c.shift for c in report.languages[lang].criteria}[q] for q in criteria]
+            for lang in langs
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(criteria)), 1.2 + 0.5 * len(langs)))
+    image = ax.imshow(matrix, aspect="auto", cmap="magma_r", vmin=0, vmax=max(0.3, matrix.max()))
+    ax.set_yticks(
+        range(len(langs)), [f"{lang} ({report.languages[lang].shift:.3f})" for lang in langs]
+    )
+    ax.set_xticks(range(len(criteria)), criteria, rotation=90, fontsize=7)
+    ax.set_title(f"Shift of each criterion's answers from the {report.reference} reference (W1)")
+    bar = fig.colorbar(image, ax=ax, fraction=0.03)
+    bar.set_label("W1 shift")
+    _save(
+        fig,
+        path,
+        f"Answer shift: for each language (rows, its mean shift in brackets) the W1 distance of "
+        f"each criterion's P(yes) (columns) from the {report.reference} reference; 0: answered "
+        "as in the reference.",
     )

@@ -20,14 +20,25 @@ from pathlib import Path
 
 from ucsj import __version__
 from ucsj.io import atomic_writer, read_json_lines
-from ucsj.report import ALL, DETAIL_COLUMNS, HEADLINE_TITLE, Metrics, Report, fmt, headline
+from ucsj.report import (
+    ALL,
+    AVG,
+    DETAIL_COLUMNS,
+    HEADLINE_TITLE,
+    GateResult,
+    Metrics,
+    Report,
+    fmt,
+    headline,
+    undefined_notes,
+)
 
 
 @dataclass(frozen=True)
 class InputFile:
     path: str
     sha256: str
-    rows: int
+    rows: int | None  # None: not a predictions file
 
 
 @dataclass
@@ -42,16 +53,18 @@ class Provenance:
     criteria: dict[str, list[str]] = field(default_factory=dict)
 
 
-def collect_provenance(paths: list[Path], command: str, now: datetime | None = None) -> Provenance:
-    """Digest the prediction files and gather the scoring models and criteria they name."""
+def collect_provenance(
+    paths: list[Path],
+    command: str,
+    now: datetime | None = None,
+    others: list[Path] | None = None,
+) -> Provenance:
+    """Digest the prediction files (and `others`, e.g. a judge and scores) and gather the
+    scoring models and criteria the predictions name."""
     inputs = []
     models: dict[str, list[str]] = {}
     criteria: dict[str, list[str]] = {}
     for path in paths:
-        digest = hashlib.sha256()
-        with open(path, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
         rows = 0
         for _, row in read_json_lines(path):
             rows += 1
@@ -59,9 +72,18 @@ def collect_provenance(paths: list[Path], command: str, now: datetime | None = N
             for value, seen in ((row.get("model"), models), (row.get("criteria"), criteria)):
                 if isinstance(value, str) and method not in seen.setdefault(value, []):
                     seen[value].append(method)
-        inputs.append(InputFile(str(path), digest.hexdigest(), rows))
+        inputs.append(InputFile(str(path), _sha256(path), rows))
+    inputs += [InputFile(str(path), _sha256(path), None) for path in others or []]
     created = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Provenance(__version__, created, command, inputs, models, criteria)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def png_description(data: bytes) -> str | None:
@@ -144,7 +166,8 @@ def _provenance(prov: Provenance) -> str:
         )
 
     inputs = "<br>".join(
-        f"<code>{_esc(f.path)}</code> <small>{f.rows} rows, sha256 {_esc(f.sha256)}</small>"
+        f"<code>{_esc(f.path)}</code> <small>"
+        f"{'' if f.rows is None else f'{f.rows} rows, '}sha256 {_esc(f.sha256)}</small>"
         for f in prov.inputs
     )
     items = [
@@ -159,7 +182,7 @@ def _provenance(prov: Provenance) -> str:
 
 
 def _headline_table(report: Report) -> str:
-    groups = [*report.langs, ALL]
+    groups = report.columns
     head = "".join(f"<th>{_esc(g)}</th>" for g in groups)
     rows = []
     for method in report.methods:
@@ -171,7 +194,7 @@ def _headline_table(report: Report) -> str:
             elif _no_verdict_at_all(m):
                 cells.append(f'<td class="none">no verdict<br><small>0 of {m.n}</small></td>')
             else:
-                best = len(report.methods) > 1 and report.best(group) == method
+                best = len(report.methods) > 1 and method in report.best(group)
                 value, interval = headline(report, m).split(" ", 1)
                 cells.append(
                     f'<td class="{"best" if best else "plain"}">{value}<br>'
@@ -189,7 +212,7 @@ def _method_table(report: Report, method: str) -> str:
         for h in (f"{report.headline} [95% CI]", *(name for _, name in details))
     )
     rows = []
-    for group in [*report.langs, *report.breakdowns, ALL]:
+    for group in [*report.langs, *report.breakdowns, AVG, ALL]:
         m = report.table[method].get(group)
         if m is None:
             continue
@@ -220,7 +243,7 @@ def _gates(report: Report) -> str:
     rows = "".join(
         f'<tr><td class="name"><code>{_esc(g.gate.text)}</code></td>'
         f'<td class="name">{_esc(g.method)}</td><td class="name">{_esc(g.group)}</td>'
-        f"<td>{fmt(g.value)}</td>"
+        f"<td>{_gate_value(g)}</td>"
         f'<td class="{"pass" if g.passed else "fail"}">{"passed" if g.passed else "FAILED"}</td>'
         "</tr>"
         for g in report.gates
@@ -235,6 +258,50 @@ def _gates(report: Report) -> str:
     return (
         f'{summary}<table><tr><th class="name">gate</th><th class="name">method</th>'
         f'<th class="name">group</th><th>value</th><th>result</th></tr>{rows}</table>'
+    )
+
+
+def _gate_value(gate: GateResult) -> str:
+    if gate.undefined:
+        return f"{fmt(math.nan)} <small>({_esc(gate.undefined)})</small>"
+    return fmt(gate.value)
+
+
+def _undefined(report: Report) -> str:
+    notes = undefined_notes(report)
+    if not notes:
+        return ""
+    items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
+    return f'<h2>Undefined</h2><p class="note">Metrics with no value, and why.</p><ul>{items}</ul>'
+
+
+def _maybe(value: float | None) -> str:
+    return "–" if value is None else fmt(value)
+
+
+def _shift(report: Report) -> str:
+    """The answers' shift from the judge's English reference, when the report has it."""
+    shift = report.shift
+    if shift is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="name">{_esc(lang)}</td><td>{s.n}</td>'
+        f'<td class="{"fail" if s.warn else "plain"}">{s.shift:.3f}</td><td>{s.chance:.3f}</td>'
+        f"<td>{_maybe(s.unexplained)}</td><td>{_maybe(s.predicted_pass_rate)}</td>"
+        '<td class="name">'
+        + "<br>".join(_esc(f"{c.id} {c.text} {c.direction}") for c in s.top)
+        + "</td></tr>"
+        for lang, s in shift.languages.items()
+    )
+    return (
+        f"<h2>Answer shift from the {_esc(shift.reference)} reference</h2>"
+        '<p class="note">Mean W1 distance of each criterion\'s P(yes) from the reference '
+        "(0 = answered as in English); genuinely better or worse outputs move it too, "
+        "'unexplained' is what a different pass rate cannot produce (reference pass rate "
+        f"{_maybe(shift.reference_pass_rate)}).</p>"
+        '<table><tr><th class="name">lang</th><th>n</th><th>shift</th><th>chance</th>'
+        '<th>unexplained</th><th>pass rate</th><th class="name">most moved</th></tr>'
+        f"{rows}</table>"
     )
 
 
@@ -263,13 +330,15 @@ def render_html(report: Report, provenance: Provenance, figures: list[Path] | No
 {_provenance(provenance)}
 <h2>{_esc(title)} {GROUPS_NOTE[report.kind]}</h2>
 <p class="note">{_esc(title)} with its 95% bootstrap interval and the number of samples with a
-gold value{"; the best method per column in bold" if len(report.methods) > 1 else ""}. A
-verdict that could not be read counts as wrong. "{undefined}": undefined (e.g. no sample of
-that class).</p>
+gold value; avg: the unweighted mean over languages, all: every sample pooled{
+        "; every method tied for the best of a column in bold" if len(report.methods) > 1 else ""
+    }. A verdict that could not be read counts as wrong. "{undefined}": undefined (see below).</p>
 {_headline_table(report)}
 <h2>Per method</h2>
 <p class="note">Every column of the terminal's report: {_esc(details)}.</p>
 {methods}
+{_undefined(report)}
+{_shift(report)}
 <h2>Gates</h2>
 {_gates(report)}
 {_figures(figures or [])}

@@ -6,6 +6,6 @@ The command line declares its choices from these at start-up; importing `ucsj.tr
 
 from __future__ import annotations
 
-# Order breaks ties in --module auto (ucsj.transfer.MODULES follows it).
+# The order of ucsj.transfer.MODULES and SCORE_MODULES (the A.3 modules), as --module lists it.
 MODULE_NAMES = ("mlp", "logreg", "svm", "rf", "gb", "knn")
 FEATURE_KINDS = ("concept", "criterion")
