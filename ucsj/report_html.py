@@ -320,7 +320,9 @@ def _figures(figures: list[Path]) -> str:
 
 def render_html(report: Report, provenance: Provenance, figures: list[Path] | None = None) -> str:
     title = HEADLINE_TITLE[report.kind]
-    undefined = fmt(math.nan)
+    undefined = (
+        f' "{fmt(math.nan)}": undefined, with the reason below.' if undefined_notes(report) else ""
+    )
     details = ", ".join(name for _, name in DETAIL_COLUMNS[report.kind])
     methods = "".join(_method_table(report, m) for m in report.methods)
     return f"""<!doctype html>
@@ -332,7 +334,7 @@ def render_html(report: Report, provenance: Provenance, figures: list[Path] | No
 <p class="note">{_esc(title)} with its 95% bootstrap interval and the number of samples with a
 gold value; avg: the unweighted mean over languages, all: every sample pooled{
         "; every method tied for the best of a column in bold" if len(report.methods) > 1 else ""
-    }. A verdict that could not be read counts as wrong. "{undefined}": undefined (see below).</p>
+    }. A verdict that could not be read counts as wrong.{undefined}</p>
 {_headline_table(report)}
 <h2>Per method</h2>
 <p class="note">Every column of the terminal's report: {_esc(details)}.</p>
