@@ -262,6 +262,19 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
             raise InputError(
                 f"must be {_EXPECTED[kind]}, got {value!r}", path=path, line=line, field=name
             )
+    unreadable = row.get("unreadable")
+    if unreadable is not None and not _fraction(unreadable):
+        raise InputError(
+            f"must be a share from 0 to 1 or null, got {unreadable!r}",
+            path=path,
+            line=line,
+            field="unreadable",
+        )
+
+
+def _fraction(value: Any) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and 0 <= value <= 1
 
 
 _EXPECTED = {

@@ -21,7 +21,7 @@ from ucsj.cli.base import (
 )
 from ucsj.criteria import load_criteria
 from ucsj.errors import InputError
-from ucsj.io import read_json_lines, write_json
+from ucsj.io import read_json_lines, refuse_overwriting_inputs, write_json
 from ucsj.llm import ResponseCache
 from ucsj.llm.cache import default_cache_dir
 from ucsj.scores import ScoreRecord, read_scores
@@ -160,6 +160,7 @@ def analyze_sample_efficiency(
     from ucsj.analysis import FRACTIONS, sample_efficiency
     from ucsj.plots import plot_efficiency
 
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     points = sample_efficiency(
         _binary_scores(train),
         _read_many(targets),
@@ -229,6 +230,7 @@ def analyze_importance(
     from ucsj.analysis import criteria_importance
     from ucsj.plots import plot_importance
 
+    refuse_overwriting_inputs([json_path, plot_path, heatmap_path], [*scores, criteria])
     criteria_set = load_criteria(criteria)
     result = criteria_importance(_read_many(scores), criteria_set, reference=reference)
     rows = []
@@ -282,6 +284,7 @@ def analyze_modules(
     from ucsj.analysis import module_comparison
     from ucsj.plots import plot_bars
 
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     table = module_comparison(
         _binary_scores(train),
         _read_many(targets),
@@ -342,6 +345,7 @@ def analyze_aggregator(
     from ucsj.plots import plot_bars
     from ucsj.transfer import fit_judge, predict_records
 
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria, *llm_paths])
     criteria_set = load_criteria(criteria)
     judge = fit_judge(_binary_scores(train), criteria_set, module=module, seeds=seeds)
     target_records = _read_many(targets)
@@ -477,6 +481,7 @@ def analyze_shift(
     from ucsj.plots import plot_shift
     from ucsj.shift import shift_report
 
+    refuse_overwriting_inputs([json_path, plot_path], [*scores, judge_path])
     judge = load_judge(judge_path)
     records = [r for path in scores for r in read_scores(path)]
     result = shift_report(judge, records, source=", ".join(map(str, scores)))

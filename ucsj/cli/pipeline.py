@@ -26,7 +26,7 @@ from ucsj.cli.base import (
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.errors import BackendError, GateFailed, InputError
 from ucsj.gen import GEN_MODES, generate_criteria
-from ucsj.io import dump_json_line, open_output, read_json_lines
+from ucsj.io import dump_json_line, open_output, read_json_lines, refuse_overwriting_inputs
 from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
@@ -90,6 +90,7 @@ def gen(
 
     Example: ucsj gen --task rag-faithfulness -o criteria.json
     """
+    refuse_overwriting_inputs([output], [Path(task_spec)])
     task = load_task(task_spec)
     criteria = generate_criteria(
         task, settings, mode=mode, n_concepts=n_concepts, n_questions=n_questions
@@ -140,6 +141,7 @@ def score(
 
     Example: ucsj score data.jsonl --criteria criteria.json --lang fr -o scores.jsonl
     """
+    refuse_overwriting_inputs([output], [data, criteria_path])
     criteria = load_criteria(criteria_path)
     task = load_task(task_spec or criteria.task)
     summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
@@ -331,6 +333,7 @@ def fit(
     from ucsj.report import fmt
     from ucsj.transfer import CV_REPEATS, fit_judge
 
+    refuse_overwriting_inputs([output], [train_path, criteria_path])
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
     )
@@ -407,6 +410,7 @@ def predict(
     """
     from ucsj.transfer import predict_records
 
+    refuse_overwriting_inputs([output], [data, judge_path])
     judge = load_judge(judge_path)
     meta = judge["meta"]
     criteria = criteria_from_json(meta["criteria"], str(judge_path))
@@ -507,6 +511,7 @@ def report(
 
     if figures and html_path is None:
         raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
+    refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
