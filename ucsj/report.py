@@ -457,6 +457,10 @@ def _shift_gate(report: Report, gate: Gate) -> list[GateResult]:
         if group not in report.shift.languages:
             raise InputError(f"--gate '{gate.text}': no scores in '{group}' among --scores")
         value = report.shift.languages[group].shift
+        if math.isnan(value):  # undefined is never good enough
+            why = "no readable answers to compare with the reference"
+            results.append(GateResult(gate, report.shift_source, group, value, False, why))
+            continue
         passed = _OPS[gate.op](value, gate.threshold)
         results.append(GateResult(gate, report.shift_source, group, value, passed))
     return results
