@@ -391,12 +391,12 @@ def usable_memo_lines(client: LLMClient, values: dict[bytes, str]) -> dict[bytes
         )
     if client.cache is None:
         return {}
-    present = client.cache.present(k for scored in lines.values() for k in scored.cache_keys)
-    return {
-        key: scored
-        for key, scored in lines.items()
-        if scored.cache_keys and present.issuperset(scored.cache_keys)
-    }
+    wanted = {k for scored in lines.values() for k in scored.cache_keys}
+    # One count answers the usual rerun; only when a key is missing is each one looked up.
+    if not client.cache.holds_all(wanted):
+        present = client.cache.present(wanted)
+        lines = {key: s for key, s in lines.items() if present.issuperset(s.cache_keys)}
+    return {key: scored for key, scored in lines.items() if scored.cache_keys}
 
 
 def memo_context(
