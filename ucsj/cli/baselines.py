@@ -10,6 +10,7 @@ import click
 from ucsj import console
 from ucsj.cli.base import (
     CONTEXT,
+    LazyChoice,
     _where,
     cli,
     data_argument,
@@ -22,13 +23,6 @@ from ucsj.data import SampleFile
 from ucsj.errors import BackendError, InputError
 from ucsj.io import read_json_lines, refuse_overwriting_inputs
 from ucsj.llm import LLMSettings
-from ucsj.methods import (
-    METHODS,
-    JudgeOptions,
-    fit_rocketeval_calibrator,
-    judge_file,
-    judge_rows,
-)
 from ucsj.scores import read_scores
 from ucsj.tasks import Task, load_task
 
@@ -38,7 +32,7 @@ from ucsj.tasks import Task, load_task
 @click.option(
     "--method",
     required=True,
-    type=click.Choice(list(METHODS)),
+    type=LazyChoice("ucsj.methods", "METHODS"),
     help="The judge to run (see ucsj/methods.py for each protocol).",
 )
 @click.option(
@@ -103,6 +97,8 @@ def judge(
 
     Example: ucsj judge fr.jsonl --method cot --task rag-faithfulness -o fr.cot.jsonl
     """
+    from ucsj.methods import JudgeOptions, fit_rocketeval_calibrator, judge_file
+
     refuse_overwriting_inputs(
         [output], [data, guidelines_path, calibrate_path, scores_path, criteria_path]
     )
@@ -159,6 +155,8 @@ def _rocketeval_rows(
     path: Path, task: Task, settings: LLMSettings, lang: str | None
 ) -> list[dict[str, Any]]:
     """Rows with item scores: read from rocketeval predictions, or judged from a data file."""
+    from ucsj.methods import JudgeOptions, judge_rows
+
     for _, first in read_json_lines(path):
         if isinstance(first, dict) and first.get("method") == "rocketeval":
             return [row for _, row in read_json_lines(path)]
