@@ -39,7 +39,7 @@ from ucsj.tasks import Task, load_task
     "--method",
     required=True,
     type=click.Choice(list(METHODS)),
-    help="The judge to run (see ucsj/methods.py for each protocol).",
+    help="The judge to run (see ucsj/methods/ for each protocol).",
 )
 @click.option(
     "--task",
