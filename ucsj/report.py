@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -114,6 +114,8 @@ class Report:
     breakdowns: list[str]  # further groups: pairwise subsets and language/subset
     table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL included)
     gates: list[GateResult]
+    # baselines: method -> group -> share of samples with a free-text reply cut off at its cap
+    cut_off: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def headline(self) -> str:
@@ -210,12 +212,18 @@ def _valid(kind: str, name: str, value: Any) -> bool:
 def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
+    cut_off: dict[str, dict[str, float]] = {}
     main: set[str] = set()
     breakdowns: set[str] = set()
     for method, rows in grouped.items():
         labelled = [r for r in rows if r.get(GOLD_FIELDS[kind]) is not None]
         groups = _groups(kind, labelled)
         table[method] = {name: _metrics(kind, name, members) for name, members in groups.items()}
+        if any("cut_off" in r for r in labelled):
+            cut_off[method] = {
+                name: sum(bool(r.get("cut_off")) for r in members) / len(members)
+                for name, members in groups.items()
+            }
         for name in groups:
             if name == ALL:
                 continue
@@ -232,6 +240,7 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
         sorted(breakdowns, key=lambda g: ("/" in g, g)),
         table,
         [],
+        cut_off,
     )
     report.gates = check_gates(report, gates or [])
     return report
@@ -328,7 +337,11 @@ def to_json(report: Report) -> dict[str, Any]:
         "languages": report.langs,
         "breakdowns": report.breakdowns,
         "methods": {
-            m: {group: clean(v) for group, v in report.table[m].items()} for m in report.methods
+            m: {
+                group: clean(v) | _cut_off_field(report, m, group)
+                for group, v in report.table[m].items()
+            }
+            for m in report.methods
         },
         "best": {group: report.best(group) for group in [*report.langs, ALL]},
         "gates": [
@@ -343,6 +356,11 @@ def to_json(report: Report) -> dict[str, Any]:
         ],
         "passed": not report.failed_gates,
     }
+
+
+def _cut_off_field(report: Report, method: str, group: str) -> dict[str, float]:
+    shares = report.cut_off.get(method)
+    return {} if shares is None else {"cut_off": shares[group]}
 
 
 def write_json_report(report: Report, path: Path) -> None:

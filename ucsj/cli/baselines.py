@@ -143,6 +143,7 @@ def judge(
     console.info(
         f"judged {summary.samples} samples with {method} into {_where(output)}; "
         f"{summary.no_verdict} without a readable verdict"
+        + (f", {summary.cut_off} with a reply cut off at its cap" if summary.cut_off else "")
     )
     if summary.failed:
         first_id, reason = summary.failures[0]

@@ -420,11 +420,13 @@ def print_report(result: Report) -> None:
         console.out.print(table)
     details = DETAIL_COLUMNS[result.kind]
     for method in result.methods:
+        cut_off = result.cut_off.get(method)  # baselines: replies stopped by their cap
         table = Table(
             "lang" if result.kind == "binary" else "group",
             "n",
             f"{result.headline} [95% CI]",
             *(name for _, name in details),
+            *(["cut off"] if cut_off is not None else []),
             title=method,
         )
         for group in [*result.langs, *result.breakdowns, ALL]:
@@ -436,5 +438,6 @@ def print_report(result: Report) -> None:
                 str(m.n),
                 headline(result, m),
                 *(fmt(m.value(metric)) for metric, _ in details),
+                *([fmt(cut_off[group])] if cut_off is not None else []),
             )
         console.out.print(table)

@@ -14,6 +14,7 @@ from ucsj.answers import final_verdict
 from ucsj.criteria import CriteriaSet
 from ucsj.data import Sample
 from ucsj.llm import ChatRequest, Completion, LLMClient
+from ucsj.methods.caps import CAPS
 from ucsj.prompts import render
 from ucsj.scores import ScoreRecord
 from ucsj.tasks import Task
@@ -38,30 +39,53 @@ class JudgeOptions:
 
 @dataclass
 class Context:
+    """What a method calls the LLM through. `for_sample` gives each sample its own record of
+    cut-off replies; `once` shares work between the samples of a run (a checklist per input)."""
+
     client: LLMClient
     task: Task
     options: JudgeOptions
+    cut_off: list[str] = field(default_factory=list)  # the caps this sample's replies hit
+    shared: dict[Any, asyncio.Future[Any]] = field(default_factory=dict)
+
+    def for_sample(self) -> Context:
+        return Context(self.client, self.task, self.options, [], self.shared)
 
     async def ask(
-        self,
-        prompt: str,
-        max_tokens: int,
-        *,
-        system: str | None = None,
-        logprobs: bool = True,
-        allow_truncated: bool = True,
+        self, prompt: str, step: str, *, system: str | None = None, logprobs: bool | None = None
     ) -> Completion:
-        """One call. Long free-text answers skip logprobs: llama-cpp-python spends ~0.2 s per
-        generated token on them, and only a verdict token's alternatives would be used."""
-        messages = [("system", system or render("system")), ("user", prompt)]
+        """One call with the system prompt and one user message, capped as CAPS[step] says."""
+        return await self.converse(
+            [("system", system or render("system")), ("user", prompt)], step, logprobs=logprobs
+        )
+
+    async def converse(
+        self, messages: list[tuple[str, str]], step: str, *, logprobs: bool | None = None
+    ) -> Completion:
+        """One call with the given messages. Free-text replies skip logprobs unless asked:
+        llama-cpp-python spends ~0.2 s per generated token on them, and only a verdict token's
+        alternatives would be used. A free-text reply stopped by its cap is recorded."""
+        cap = CAPS[step]
+        wanted = not cap.free_text if logprobs is None else logprobs
         request = ChatRequest.chat(
             self.client.settings.model,
             messages,
-            max_tokens=max_tokens,
-            logprobs=logprobs,
-            top_logprobs=5 if logprobs else 0,
+            max_tokens=cap.tokens,
+            logprobs=wanted,
+            top_logprobs=5 if wanted else 0,
         )
-        return await self.client.complete(request, allow_truncated=allow_truncated)
+        completion = await self.client.complete(request, allow_truncated=True)
+        if cap.free_text and completion.truncated:
+            self.cut_off.append(step)
+        return completion
+
+    async def once(self, key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
+        """`make()`'s result, computed once per key for the whole run, even when samples
+        sharing the key are judged concurrently."""
+        future = self.shared.get(key)
+        if future is None:
+            future = self.shared[key] = asyncio.ensure_future(make())
+        return await asyncio.shield(future)
 
 
 MethodFn = Callable[[Context, Sample], Awaitable[Judgement]]

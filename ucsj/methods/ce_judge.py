@@ -9,7 +9,6 @@ from ucsj.answers import final_choice, final_score
 from ucsj.data import Sample
 from ucsj.gen import clean_item, complete_lines
 from ucsj.methods.base import Context, Judgement, both_orders, verdict_judgement
-from ucsj.methods.cot import REASONING_TOKENS
 from ucsj.prompts import fence, numbered, pair_block, render, sample_values
 
 CEJUDGE_IO_ITEMS, CEJUDGE_OI_ITEMS, CEJUDGE_CONCEPTS = 6, 3, 4
@@ -27,7 +26,7 @@ async def ce_checklist(ctx: Context, sample: Sample) -> list[str]:
 
     async def concepts(text: str) -> str:
         reply = await ctx.ask(
-            render("cejudge_concepts", text=fence("data", text)), 128, logprobs=False
+            render("cejudge_concepts", text=fence("data", text)), "ce-judge.concepts"
         )
         items = [clean_item(x) for x in complete_lines(reply)]
         return "\n".join(f"- {x}" for x in [i for i in items if i][:CEJUDGE_CONCEPTS]) or "- (none)"
@@ -36,7 +35,7 @@ async def ce_checklist(ctx: Context, sample: Sample) -> list[str]:
         if sample.lang == "en":
             return text
         reply = await ctx.ask(
-            render("cejudge_translate", text=fence("data", text)), 512, logprobs=False
+            render("cejudge_translate", text=fence("data", text)), "ce-judge.translate"
         )
         return reply.text.strip() or text
 
@@ -55,8 +54,7 @@ async def ce_checklist(ctx: Context, sample: Sample) -> list[str]:
                 n=str(n),
                 **values,
             ),
-            400,
-            logprobs=False,
+            "ce-judge.checklist",
         )
         return [x for x in map(clean_item, complete_lines(reply)) if len(x) > 3][:n]
 
@@ -86,14 +84,12 @@ async def ce_judge(ctx: Context, sample: Sample) -> Judgement:
                 high=str(high),
                 **values,
             ),
-            REASONING_TOKENS,
-            logprobs=False,
+            "ce-judge.judgment",
         )
         return Judgement(final_score(reply.text, low, high), None)
     reply = await ctx.ask(
         render("cejudge_judgment", checklist=checklist, **values),
-        REASONING_TOKENS,
-        logprobs=False,
+        "ce-judge.judgment",
     )
     return verdict_judgement(reply)
 
@@ -120,8 +116,7 @@ async def _ce_judge_pair(ctx: Context, sample: Sample) -> Judgement:
                 checklist_a=checklists[a],
                 checklist_b=checklists[b],
             ),
-            REASONING_TOKENS,
-            logprobs=False,
+            "ce-judge.judgment",
         )
         return final_choice(reply.text)
 

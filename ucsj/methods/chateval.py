@@ -9,7 +9,6 @@ from ucsj.methods.base import Context, Judgement, verdict_judgement
 from ucsj.prompts import render, sample_values
 
 CHATEVAL_ROUNDS = 2
-CHATEVAL_TURN_TOKENS = 128
 
 
 async def chateval(ctx: Context, sample: Sample) -> Judgement:
@@ -29,7 +28,7 @@ async def chateval(ctx: Context, sample: Sample) -> Judgement:
                 **values,
             )
             # logprobs kept: a split panel is settled by the mean of the final P(yes)
-            reply = await ctx.ask(prompt, CHATEVAL_TURN_TOKENS, system=system)
+            reply = await ctx.ask(prompt, "chateval.turn", system=system, logprobs=True)
             discussion.append(f"{name}: {reply.text.strip()}")
             last[name] = verdict_judgement(reply)
     return aggregate_panel(list(last.values()))

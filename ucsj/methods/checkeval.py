@@ -20,7 +20,8 @@ async def checkeval(ctx: Context, sample: Sample) -> Judgement:
     replies = await asyncio.gather(
         *(
             ctx.ask(
-                render("score_questions", questions=numbered(list(qs)), **values), 8 * len(qs) + 16
+                render("score_questions", questions=numbered(list(qs)), **values),
+                "checkeval.answers",
             )
             for _, qs in ctx.task.checkeval
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from ucsj.data import Sample
 from ucsj.errors import InputError
 from ucsj.methods.base import Context, Judgement, verdict_judgement
-from ucsj.methods.cot import REASONING_TOKENS
 from ucsj.prompts import render, sample_values
 
 
@@ -16,7 +15,6 @@ async def guidelines(ctx: Context, sample: Sample) -> Judgement:
         raise InputError(f"task '{ctx.task.name}' has no guidelines: pass --guidelines FILE")
     reply = await ctx.ask(
         render("judge_guidelines", guidelines=text, **sample_values(ctx.task, sample)),
-        REASONING_TOKENS,
-        logprobs=False,
+        "guidelines.reasoning",
     )
     return verdict_judgement(reply)

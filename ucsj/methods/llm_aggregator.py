@@ -5,7 +5,6 @@ from __future__ import annotations
 from ucsj.data import Sample
 from ucsj.errors import InputError
 from ucsj.methods.base import Context, Judgement, verdict_judgement
-from ucsj.methods.cot import REASONING_TOKENS
 from ucsj.prompts import render, sample_values
 
 
@@ -29,7 +28,6 @@ async def llm_aggregator(ctx: Context, sample: Sample) -> Judgement:
         lines.append(f"- {question.text}{note} -> {answer}")
     reply = await ctx.ask(
         render("judge_aggregator", criteria="\n".join(lines), **sample_values(ctx.task, sample)),
-        REASONING_TOKENS,
-        logprobs=False,
+        "llm-aggregator.reasoning",
     )
     return verdict_judgement(reply)

@@ -25,14 +25,16 @@ async def rocketeval(ctx: Context, sample: Sample) -> Judgement:
         render(
             "rocketeval_checklist", n=str(ROCKETEVAL_ITEMS), input=fence("input", given), **values
         ),
-        256,
-        logprobs=False,
+        "rocketeval.checklist",
     )
     items = parse_questions(complete_lines(reply), ROCKETEVAL_ITEMS)
     if not items:
         return Judgement(None, None, {"items": []})
     graded = await asyncio.gather(
-        *(ctx.ask(render("score_criterion", **{**values, "question": item}), 1) for item in items)
+        *(
+            ctx.ask(render("score_criterion", **{**values, "question": item}), "rocketeval.grade")
+            for item in items
+        )
     )
     scores = [single_answer(g) for g in graded]
     if ctx.options.calibrator is not None:

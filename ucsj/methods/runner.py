@@ -29,10 +29,18 @@ async def judge_sample(ctx: Context, method: str, sample: Sample) -> dict[str, A
     }
     # binary rows carry P(pass); pairwise rows the verdict of the swapped order as well
     empty = {"binary": {"prob": None}, "pairwise": {"pred_swapped": None}}.get(kind, {})
+    own = ctx.for_sample()
     try:
-        judgement = await METHODS[method](ctx, sample)
+        judgement = await METHODS[method](own, sample)
     except RequestFailed as exc:
-        return {**row, **empty, "pred": None, "unreadable": 1.0, "error": str(exc)}
+        return {
+            **row,
+            **empty,
+            "pred": None,
+            "unreadable": 1.0,
+            "cut_off": len(own.cut_off),
+            "error": str(exc),
+        }
     if kind == "binary":
         row["prob"] = None if judgement.prob is None else round(judgement.prob, 6)
     row["pred"] = judgement.pred
@@ -40,14 +48,18 @@ async def judge_sample(ctx: Context, method: str, sample: Sample) -> dict[str, A
         row["pred_swapped"] = judgement.extra["pred_swapped"]
     verdicts = [row["pred"], row.get("pred_swapped", row["pred"])]
     row["unreadable"] = sum(v is None for v in verdicts) / 2
+    # free-text replies that stopped at their cap (caps.CAPS): flagged, not hidden
+    row["cut_off"] = len(own.cut_off)
     for key, value in judgement.extra.items():
         if key != "pred_swapped":
             row[key] = _rounded(value)
     return row
 
 
-def _rounded(values: list[float | None]) -> list[float | None]:
-    return [None if v is None else round(v, 6) for v in values]
+def _rounded(value: Any) -> Any:
+    if isinstance(value, list):
+        return [round(v, 6) if isinstance(v, float) else v for v in value]
+    return round(value, 6) if isinstance(value, float) else value
 
 
 @dataclass
@@ -55,10 +67,12 @@ class JudgeSummary:
     samples: int = 0
     failed: int = 0
     no_verdict: int = 0
+    cut_off: int = 0  # samples with a free-text reply stopped by its cap
     failures: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, row: dict[str, Any]) -> None:
         self.samples += 1
+        self.cut_off += bool(row.get("cut_off"))
         if "error" in row:
             self.failed += 1
             self.failures.append((row["id"], row["error"]))

@@ -24,9 +24,9 @@ async def zero_shot(ctx: Context, sample: Sample) -> Judgement:
             high=str(high),
             **values,
         )
-        score = expected_score(await ctx.ask(prompt, 4), low, high)
+        score = expected_score(await ctx.ask(prompt, "zero-shot.answer"), low, high)
         return Judgement(None if score is None else round(score, 6), None)
-    p = single_answer(await ctx.ask(render("judge_zero_shot", **values), 4))
+    p = single_answer(await ctx.ask(render("judge_zero_shot", **values), "zero-shot.answer"))
     return Judgement(None if p is None else int(p >= 0.5), p)
 
 
@@ -36,4 +36,4 @@ async def _choice(ctx: Context, sample: Sample, first: str, second: str) -> str 
         question=ctx.task.question,
         pair=pair_block(ctx.task, sample, first, second),
     )
-    return first_choice(await ctx.ask(prompt, 4))
+    return first_choice(await ctx.ask(prompt, "zero-shot.answer"))
