@@ -4,7 +4,6 @@ the number of calls, the token caps, cut-off replies, shared checklists and rewe
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +101,30 @@ def test_replies_within_their_cap_are_not_flagged(fr):
     with FakeLLMServer(ScriptedBaselines(labels)) as server:
         assert judge(server, root / "fr.jsonl", "cot", root / "cot.jsonl") == 0
     assert [r["cut_off"] for r in rows(root / "cot.jsonl")] == [0, 0, 0, 0]
+
+
+# -- ChatEval -----------------------------------------------------------------------------------
+
+
+def test_chateval_two_referees_two_rounds_verdict_in_the_final_round_only(tmp_path):
+    labels = write_dataset(tmp_path / "fr.jsonl", "fr", 1)
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        assert judge(server, tmp_path / "fr.jsonl", "chateval", tmp_path / "ce.jsonl") == 0
+        calls = list(server.requests)
+    assert len(calls) == 4  # 2 referees x 2 rounds, in turn
+    speakers = ["General Public", "Critic", "General Public", "Critic"]
+    for turn, (body, speaker) in enumerate(zip(calls, speakers, strict=True)):
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["system", "user", *["assistant"] * turn, "user"]
+        task_prompt = body["messages"][1]["content"]
+        assert f"You are {speaker}, one of the referees" in task_prompt
+        assert f"It is your turn to speak, {speaker}." in task_prompt
+        heard = [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+        assert [h.split(":", 1)[0] for h in heard] == speakers[:turn]  # everyone sees everything
+        final = turn >= 2
+        assert ("Verdict: Yes" in body["messages"][-1]["content"]) is final
+        assert bool(body.get("logprobs")) is final
+        assert body["max_tokens"] == 512
+    assert "Verdict" not in calls[0]["messages"][1]["content"]
+    (row,) = rows(tmp_path / "ce.jsonl")
+    assert row["pred"] == row["label"] and row["cut_off"] == 0

@@ -54,7 +54,9 @@ class ScriptedBaselines:
         self.labels, self.garbage = labels, garbage
 
     def __call__(self, body: dict) -> Reply:
-        prompt = body["messages"][-1]["content"]
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        prompt = next((u for u in users if "<output>" in u), users[-1])
+        last = body["messages"][-1]["content"]
         if self.garbage:
             return Reply(text="I would rather not say.")
         output = re.search(r"<output>\n(.*?)\n</output>", prompt, re.S)
@@ -64,7 +66,9 @@ class ScriptedBaselines:
         if ending == "Answer with Yes or No only." or body["max_tokens"] == 1:
             p = 0.9 if label else 0.2
             return Reply(tokens=[(word, {" Yes": p, " No": 1 - p})])
-        if 'last line that is exactly "Verdict: Yes"' in prompt:
+        if last == "":  # a ChatEval referee's turn before the final round
+            return Reply(text="I checked the year against the passage.")
+        if 'last line that is exactly "Verdict: Yes"' in last:
             return Reply(text=f"I compared the claims with the source.\nVerdict:{word}")
         if ending == "Questions:":
             return Reply(text="1. Is the year stated in the passages?\n2. Is the place right?")

@@ -1,4 +1,11 @@
-"""ChatEval (Chan et al.): a multi-agent debate between a general reader and a critic."""
+"""ChatEval (Chan et al., ICLR 2024; thunlp/ChatEval): a debate between referees.
+
+As the reference's two-role, two-turn setting runs it: General Public and Critic speak in turn
+(sequential order, everyone sees everything) for two rounds. Each call is the task prompt with
+the speaker's role, the discussion so far as assistant messages ("Name: words"), and a last
+user message that is empty except in the final round, where it asks for the verdict. Each
+referee's final-round verdict is a vote.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +15,30 @@ from ucsj.data import Sample
 from ucsj.methods.base import Context, Judgement, verdict_judgement
 from ucsj.prompts import render, sample_values
 
-CHATEVAL_ROUNDS = 2
+ROUNDS = 2
+ROLES = (("General Public", "chateval_reader"), ("Critic", "chateval_critic"))
 
 
 async def chateval(ctx: Context, sample: Sample) -> Judgement:
-    """A general reader and a critic speak in turn for two rounds, seeing each other's words;
-    majority of their final verdicts, a tie broken by the mean of their P(yes)."""
+    """Two rounds of General Public then Critic; the majority of their final-round verdicts,
+    a tie broken by the mean of their P(yes)."""
     values = sample_values(ctx.task, sample)
-    roles = (("Reader", render("chateval_reader")), ("Critic", render("chateval_critic")))
-    discussion: list[str] = []
-    last: dict[str, Judgement] = {}
-    for round_no in range(1, CHATEVAL_ROUNDS + 1):
-        for name, system in roles:
-            prompt = render(
-                "chateval_turn",
-                discussion="\n\n".join(discussion) or "(none yet)",
-                round=str(round_no),
-                rounds=str(CHATEVAL_ROUNDS),
-                **values,
-            )
-            # logprobs kept: a split panel is settled by the mean of the final P(yes)
-            reply = await ctx.ask(prompt, "chateval.turn", system=system, logprobs=True)
-            discussion.append(f"{name}: {reply.text.strip()}")
-            last[name] = verdict_judgement(reply)
-    return aggregate_panel(list(last.values()))
+    system = render("system")
+    discussion: list[tuple[str, str]] = []  # (speaker, words), in speaking order
+    votes: list[Judgement] = []
+    for round_no in range(1, ROUNDS + 1):
+        final = round_no == ROUNDS
+        for name, role in ROLES:
+            prompt = render("chateval_prompt", role=render(role, **values), speaker=name, **values)
+            messages = [("system", system), ("user", prompt)]
+            messages += [("assistant", f"{speaker}: {words}") for speaker, words in discussion]
+            messages.append(("user", render("chateval_final") if final else ""))
+            # logprobs in the final round only: a split panel is settled by the mean P(yes)
+            reply = await ctx.converse(messages, "chateval.turn", logprobs=final)
+            discussion.append((name, reply.text.strip()))
+            if final:
+                votes.append(verdict_judgement(reply))
+    return aggregate_panel(votes)
 
 
 def aggregate_panel(votes: list[Judgement]) -> Judgement:
