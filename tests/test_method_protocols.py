@@ -4,6 +4,7 @@ the number of calls, the token caps, cut-off replies, shared checklists and rewe
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,146 @@ def test_chateval_two_referees_two_rounds_verdict_in_the_final_round_only(tmp_pa
     assert "Verdict" not in calls[0]["messages"][1]["content"]
     (row,) = rows(tmp_path / "ce.jsonl")
     assert row["pred"] == row["label"] and row["cut_off"] == 0
+
+
+# -- RocketEval ---------------------------------------------------------------------------------
+
+
+def write_answers(path: Path, lang: str, topics: dict[int, list[tuple[str, int]]]) -> None:
+    """Several answer sentences per query (MEMERAG's layout): topic -> [(sentence, label)]."""
+    with path.open("w", encoding="utf-8") as out:
+        for topic, sentences in topics.items():
+            for i, (sentence, label) in enumerate(sentences):
+                record = {
+                    "id": f"{lang}-{topic}-{i}",
+                    "lang": lang,
+                    "context": [f"Bridge {topic} was opened in {1900 + topic}.", "Other passage."],
+                    "query": f"When was bridge {topic} opened?",
+                    "answer": sentence,
+                    "label": label,
+                }
+                out.write(json.dumps(record) + "\n")
+
+
+def _sentences(topic: int) -> list[tuple[str, int]]:
+    return [
+        (f"It opened in {1900 + topic}. [{topic}a]", 1),
+        (f"It opened in {1907 + topic}. [{topic}b]", 0),
+        (f"It was opened in {1900 + topic}. [{topic}c]", 1),
+    ]
+
+
+def test_rocketeval_writes_one_checklist_per_input_shared_by_its_samples(tmp_path):
+    write_answers(tmp_path / "en.jsonl", "en", {1: _sentences(1), 2: _sentences(2)})
+    labels = {s: label for t in (1, 2) for s, label in _sentences(t)}
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        assert judge(server, tmp_path / "en.jsonl", "rocketeval", tmp_path / "r.jsonl") == 0
+        calls = list(server.requests)
+    create = [b for b in calls if b["max_tokens"] == CAPS["rocketeval.checklist"].tokens]
+    grade = [b for b in calls if b["max_tokens"] == 1]
+    assert len(create) == 2, "one checklist per distinct input, not per sample"
+    assert len(grade) == 6 * 2 and len(calls) == 2 + 12  # two items for each of six samples
+    for body in create:
+        prompt = body["messages"][-1]["content"]
+        assert "<output>" not in prompt and "When was bridge" in prompt  # the input alone
+    assert all(b.get("logprobs") and b["top_logprobs"] == 5 for b in grade)
+    judged = rows(tmp_path / "r.jsonl")
+    by_input = {}
+    for row in judged:
+        by_input.setdefault(row["input_key"], []).append(row)
+    assert sorted(len(v) for v in by_input.values()) == [3, 3]
+    for members in by_input.values():
+        assert len({json.dumps(r["checklist"]) for r in members}) == 1
+    assert all(r["pred"] == r["label"] and r["reweighted"] is False for r in judged)
+    assert all(r["prob"] == pytest.approx(sum(r["items"]) / len(r["items"])) for r in judged)
+
+
+class ItemOneDecides(ScriptedBaselines):
+    """Item 1 carries the label; item 2 says the opposite, so the plain mean is always 0.5."""
+
+    def __call__(self, body: dict) -> Reply:
+        if body["max_tokens"] != 1:
+            return super().__call__(body)
+        prompt = body["messages"][-1]["content"]
+        label = self.labels[re.search(r"<output>\n(.*?)\n</output>", prompt, re.S).group(1)]
+        first = "Question: Is the year stated in the passages?" in prompt
+        p = 0.8 if (label == 1) == first else 0.2
+        return Reply(tokens=[(" Yes", {" Yes": p, " No": 1 - p})])
+
+
+def test_rocketeval_learns_item_weights_per_query_where_labels_exist(tmp_path):
+    # calibration: labelled answers to queries 1 and 2; judged: new answers to 1, 2 and 3
+    write_answers(tmp_path / "cal.jsonl", "en", {1: _sentences(1), 2: _sentences(2)})
+    judged_topics = {
+        t: [(f"Maybe {1900 + t + k}. [{t}n{k}]", int(k == 0)) for k in (0, 7)] for t in (1, 2, 3)
+    }
+    write_answers(tmp_path / "en.jsonl", "en", judged_topics)
+    labels = {s: label for t in (1, 2) for s, label in _sentences(t)}
+    labels |= {s: label for v in judged_topics.values() for s, label in v}
+    with FakeLLMServer(ItemOneDecides(labels)) as server:
+        out = tmp_path / "r.jsonl"
+        extra = ["--calibrate-on", str(tmp_path / "cal.jsonl")]
+        assert judge(server, tmp_path / "en.jsonl", "rocketeval", out, *extra) == 0
+    judged = {r["id"]: r for r in rows(out)}
+    for topic in (1, 2):  # queries with labels: item 1 learned to decide
+        for k, label in ((0, 1), (1, 0)):
+            row = judged[f"en-{topic}-{k}"]
+            assert row["reweighted"] is True and row["pred"] == label
+            assert row["prob"] != pytest.approx(0.5)
+    for k in (0, 1):  # a query without labels: the unweighted mean
+        row = judged[f"en-3-{k}"]
+        assert row["reweighted"] is False and row["prob"] == pytest.approx(0.5)
+
+
+def test_label_spread_weight_follows_the_reference():
+    from ucsj.methods.rocketeval import label_spread_weight
+
+    assert label_spread_weight([0, 1]) == pytest.approx(1.0)
+    assert label_spread_weight([1, 1, 1]) == pytest.approx(0.0)
+    assert 0 < label_spread_weight([0, 1, 1, 1]) < 1
+
+
+# -- thresholds ---------------------------------------------------------------------------------
+
+
+def test_the_calibrated_threshold_maximizes_balanced_accuracy():
+    from ucsj.methods.calibration import choose_threshold
+
+    assert choose_threshold([0.1, 0.2, 0.6, 0.7], [0, 0, 1, 1]) == pytest.approx(0.4)
+    # everything scores high: only a threshold above 0.5 separates the classes
+    assert choose_threshold([0.7, 0.75, 0.9, 0.95], [0, 0, 1, 1]) == pytest.approx(0.825)
+
+
+@pytest.mark.parametrize("method", ["rocketeval", "checkeval"])
+def test_checklist_judges_pass_at_half_unless_calibrated_on_english(tmp_path, method, capsys):
+    fr_labels = write_dataset(tmp_path / "fr.jsonl", "fr", 8)
+    en_labels = write_dataset(tmp_path / "en.jsonl", "en", 8)
+
+    class High(ScriptedBaselines):  # every answer leans yes: 0.9 when right, 0.6 when not
+        def __call__(self, body: dict) -> Reply:
+            reply = super().__call__(body)
+            if body["max_tokens"] == 1:
+                p = 0.9 if reply.content().strip() == "Yes" else 0.6
+                return Reply(tokens=[(" Yes", {" Yes": p, " No": 1 - p})])
+            if re.search(r"^Q1\. ", body["messages"][-1]["content"], re.M):  # CheckEval
+                n = len(re.findall(r"^Q\d+\. ", body["messages"][-1]["content"], re.M))
+                yes = reply.content().count("Yes") == n
+                return Reply(
+                    text="\n".join(
+                        f"Q{i}: {'Yes' if yes or i == 1 else 'No'}" for i in range(1, n + 1)
+                    )
+                )
+            return reply
+
+    with FakeLLMServer(High(fr_labels | en_labels)) as server:
+        plain, calibrated = tmp_path / "plain.jsonl", tmp_path / "cal.jsonl"
+        assert judge(server, tmp_path / "fr.jsonl", method, plain) == 0
+        extra = ["--calibrate-on", str(tmp_path / "en.jsonl")]
+        assert judge(server, tmp_path / "fr.jsonl", method, calibrated, *extra) == 0
+        assert "calibrated on" in capsys.readouterr().err
+        both = [*extra, "--threshold", "0.7"]
+        assert judge(server, tmp_path / "fr.jsonl", method, tmp_path / "x.jsonl", *both) == 2
+    assert "exclude each other" in capsys.readouterr().err
+    plain_rows, cal_rows = rows(plain), rows(calibrated)
+    assert {r["pred"] for r in plain_rows} == {1}, "at 0.5 everything passes"
+    assert all(r["pred"] == r["label"] for r in cal_rows), "the English threshold separates"

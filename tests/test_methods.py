@@ -70,7 +70,7 @@ class ScriptedBaselines:
             return Reply(text="I checked the year against the passage.")
         if 'last line that is exactly "Verdict: Yes"' in last:
             return Reply(text=f"I compared the claims with the source.\nVerdict:{word}")
-        if ending == "Questions:":
+        if ending == "Questions:" or "list of binary (yes/no) questions" in prompt:
             return Reply(text="1. Is the year stated in the passages?\n2. Is the place right?")
         if ending == "Concepts:":
             return Reply(text="- a bridge\n- an opening year")

@@ -24,11 +24,13 @@ from ucsj.io import read_json_lines
 from ucsj.llm import LLMSettings
 from ucsj.methods import (
     METHODS,
+    THRESHOLD_METHODS,
     JudgeOptions,
-    fit_rocketeval_calibrator,
+    fit_reweighting,
     judge_file,
     judge_rows,
 )
+from ucsj.methods.calibration import DEFAULT_THRESHOLD, checklist_scores, choose_threshold
 from ucsj.scores import read_scores
 from ucsj.tasks import Task, load_task
 
@@ -58,17 +60,18 @@ from ucsj.tasks import Task, load_task
 @click.option(
     "--threshold",
     type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="rocketeval, checkeval: pass when the checklist score reaches it.",
+    default=None,
+    help="rocketeval, checkeval: pass when the checklist score reaches it. "
+    "[default: 0.5, or the one --calibrate-on chooses]",
 )
 @click.option(
     "--calibrate-on",
     "calibrate_path",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="rocketeval: labelled English data (or rocketeval predictions) to fit the "
-    "item reweighting on.",
+    help="rocketeval, checkeval: labelled English data (or that method's predictions on it); "
+    "the threshold with the best balanced accuracy on it is used, and rocketeval learns "
+    "item weights for the queries it shares with DATA.",
 )
 @click.option(
     "--scores",
@@ -92,7 +95,7 @@ def judge(
     task_spec: str | None,
     lang: str | None,
     guidelines_path: Path | None,
-    threshold: float,
+    threshold: float | None,
     calibrate_path: Path | None,
     scores_path: Path | None,
     criteria_path: Path | None,
@@ -107,7 +110,8 @@ def judge(
     if task_spec is None and criteria is None:
         raise InputError("--task is needed (or --criteria, whose task is then used)")
     task = load_task(task_spec or criteria.task)  # type: ignore[union-attr]
-    options = JudgeOptions(threshold=threshold, criteria=criteria)
+    options = JudgeOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    options.criteria = criteria
     if guidelines_path is not None:
         options.guidelines = _read_text(guidelines_path, "guidelines")
     if method == "llm-aggregator":
@@ -122,11 +126,22 @@ def judge(
                 )
         options.scores = {r.id: r for r in records}
     if calibrate_path is not None:
-        if method != "rocketeval":
-            raise InputError("--calibrate-on is for --method rocketeval")
+        if method not in THRESHOLD_METHODS:
+            raise InputError(f"--calibrate-on is for --method {' or '.join(THRESHOLD_METHODS)}")
+        if threshold is not None:
+            raise InputError("--threshold and --calibrate-on exclude each other")
         SampleFile(data, task, lang).validate()  # bad input fails before any request
-        options.calibrator = fit_rocketeval_calibrator(
-            _rocketeval_rows(calibrate_path, task, settings, lang)
+        rows = _calibration_rows(calibrate_path, method, task, settings, lang)
+        options.threshold = choose_threshold(*checklist_scores(rows))
+        if method == "rocketeval":
+            options.reweighting = fit_reweighting(rows)
+        console.info(
+            f"calibrated on {calibrate_path}: threshold {options.threshold:.3f}"
+            + (
+                f", item weights for {len(options.reweighting)} queries"
+                if options.reweighting is not None
+                else ""
+            )
         )
     with console.progress(method) as bar:
         summary = judge_file(
@@ -153,15 +168,15 @@ def judge(
         )
 
 
-def _rocketeval_rows(
-    path: Path, task: Task, settings: LLMSettings, lang: str | None
+def _calibration_rows(
+    path: Path, method: str, task: Task, settings: LLMSettings, lang: str | None
 ) -> list[dict[str, Any]]:
-    """Rows with item scores: read from rocketeval predictions, or judged from a data file."""
+    """Rows with item scores: read from the method's predictions, or judged from a data file."""
     for _, first in read_json_lines(path):
-        if isinstance(first, dict) and first.get("method") == "rocketeval":
+        if isinstance(first, dict) and first.get("method") == method:
             return [row for _, row in read_json_lines(path)]
         break
-    return judge_rows(path, task, "rocketeval", settings, JudgeOptions(), lang=lang)
+    return judge_rows(path, task, method, settings, JudgeOptions(), lang=lang)
 
 
 def _read_text(path: Path, what: str) -> str:

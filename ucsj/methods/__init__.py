@@ -8,7 +8,7 @@ method over a data file into predictions.
 from ucsj.methods.base import Context, Judgement, JudgeOptions
 from ucsj.methods.chateval import aggregate_panel
 from ucsj.methods.registry import METHOD_KINDS, METHODS, THRESHOLD_METHODS, check_method
-from ucsj.methods.rocketeval import fit_rocketeval_calibrator
+from ucsj.methods.rocketeval import fit_reweighting
 from ucsj.methods.runner import JudgeSummary, judge_file, judge_rows, judge_sample
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
     "Judgement",
     "aggregate_panel",
     "check_method",
-    "fit_rocketeval_calibrator",
+    "fit_reweighting",
     "judge_file",
     "judge_rows",
     "judge_sample",

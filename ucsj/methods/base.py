@@ -31,10 +31,10 @@ class Judgement:
 @dataclass
 class JudgeOptions:
     guidelines: str | None = None  # guidelines: overrides the task's
-    threshold: float = 0.5  # rocketeval, checkeval
+    threshold: float = 0.5  # rocketeval, checkeval: pass at this checklist score
     scores: dict[str, ScoreRecord] | None = None  # llm-aggregator: sample id -> scores
     criteria: CriteriaSet | None = None  # llm-aggregator
-    calibrator: Any = None  # rocketeval --calibrate-on: a fitted tree ensemble
+    reweighting: dict[str, Any] | None = None  # rocketeval: input key -> QueryReweighting
 
 
 @dataclass
