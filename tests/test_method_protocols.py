@@ -272,3 +272,147 @@ def test_checklist_judges_pass_at_half_unless_calibrated_on_english(tmp_path, me
     plain_rows, cal_rows = rows(plain), rows(calibrated)
     assert {r["pred"] for r in plain_rows} == {1}, "at 0.5 everything passes"
     assert all(r["pred"] == r["label"] for r in cal_rows), "the English threshold separates"
+
+
+# -- CE-Judge -----------------------------------------------------------------------------------
+
+
+def echo_judge(body: dict) -> Reply:
+    """Answers every CE-Judge step in shape; a translation echoes its text."""
+    prompt = body["messages"][-1]["content"]
+    ending = prompt.rstrip().rsplit("\n", 1)[-1]
+    if ending == "Concepts:":
+        return Reply(text="- a river\n- a valley\n- a journey\n- the night\n- the sea")
+    if ending == "Translation:":
+        return Reply(text=re.search(r"<data>\n(.*)\n</data>", prompt, re.S).group(1))
+    if ending == "Checklist:":
+        return Reply(text="\n".join(f"{i}. How is point {i} rendered?" for i in range(1, 9)))
+    if '"Verdict: A" or "Verdict: B"' in prompt:
+        return Reply(text="A reads better.\nVerdict: A")
+    if '"Score: X"' in prompt:
+        return Reply(text="Faithful.\nScore: 5")
+    return Reply(text="Fine.\nVerdict: Yes")
+
+
+def _translations(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def _judge_task(server, data: Path, task: str, out: Path) -> int:
+    return ucsj(
+        "judge", str(data), "--method", "ce-judge", "--task", task, "-o", str(out),
+        "--base-url", server.base_url, "--cache-dir", str(out.parent / f"c-{out.stem}"),
+    )  # fmt: skip
+
+
+def _translated(requests: list[dict]) -> list[str]:
+    return [
+        re.search(r"<data>\n(.*)\n</data>", b["messages"][-1]["content"], re.S).group(1)
+        for b in requests
+        if b["messages"][-1]["content"].rstrip().endswith("Translation:")
+    ]
+
+
+def test_ce_judge_translates_each_text_from_its_own_language(tmp_path):
+    german, english = "Der Fluss fließt langsam.", "The river flows slowly."
+    _translations(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "de-en-1", "lang": "en", "source_lang": "de", "pair": "de-en",
+             "source": german, "translation": english, "score": 5},
+            {"id": "en-de-1", "lang": "de", "source_lang": "en", "pair": "en-de",
+             "source": english + " [2]", "translation": german + " [2]", "score": 5},
+        ],
+    )  # fmt: skip
+    with FakeLLMServer(echo_judge) as server:
+        assert (
+            _judge_task(server, tmp_path / "p.jsonl", "literary-translation", tmp_path / "o.jsonl")
+            == 0
+        )
+        translated = _translated(server.requests)
+    # the German source of de-en and the German translation of en-de; no English text
+    assert sorted(translated) == sorted([german, german + " [2]"])
+
+
+def test_ce_judge_bounds_counts_in_the_pairwise_setting_only(tmp_path):
+    pair = {
+        "id": "de-1",
+        "lang": "de",
+        "subset": "chat",
+        "prompt": "Wie?",
+        "response_a": "So.",
+        "response_b": "Anders.",
+        "preference": "a",
+    }
+    point = {"id": "de-en-1", "lang": "en", "source_lang": "de", "pair": "de-en",
+             "source": "Der Fluss.", "translation": "The river.", "score": 5}  # fmt: skip
+    _translations(tmp_path / "pair.jsonl", [pair])
+    _translations(tmp_path / "point.jsonl", [point])
+    with FakeLLMServer(echo_judge) as server:
+        assert (
+            _judge_task(server, tmp_path / "pair.jsonl", "multilingual-chat", tmp_path / "a.jsonl")
+            == 0
+        )
+        pairwise = [b["messages"][-1]["content"] for b in server.requests]
+        seen = len(server.requests)
+        assert (
+            _judge_task(
+                server, tmp_path / "point.jsonl", "literary-translation", tmp_path / "b.jsonl"
+            )
+            == 0
+        )
+        pointwise = [b["messages"][-1]["content"] for b in server.requests[seen:]]
+        caps = {b["max_tokens"] for b in server.requests[seen:]}
+    concepts = [p for p in pairwise if p.rstrip().endswith("Concepts:")]
+    checklists = [p for p in pairwise if p.rstrip().endswith("Checklist:")]
+    assert concepts and all("between 1 and 4 concepts" in p for p in concepts)
+    # (identical prompts, e.g. the two input-to-output ones here, are asked once)
+    out_in = [p for p in checklists if "between 1 and 3 items" in p]
+    in_out = [p for p in checklists if "between 1 and 6 items" in p]
+    assert out_in and in_out and len(out_in) + len(in_out) == len(checklists)
+    assert not any("between 1 and" in p for p in pointwise)
+    judged = [p for p in pairwise if '"Verdict: A" or "Verdict: B"' in p]
+    assert len(judged) == 2 and all(p.count("How is point") == 18 for p in judged)  # (3 + 6) x 2
+    scored = next(p for p in pointwise if '"Score: X"' in p)
+    assert scored.count("How is point") == 16, "pointwise: every item the model writes"
+    assert caps == {CAPS["ce-judge.judgment"].tokens, CAPS["ce-judge.translate"].tokens}
+
+
+def test_long_texts_are_translated_in_chunks_of_whole_sentences(tmp_path):
+    from ucsj.methods.ce_judge import TRANSLATE_CHUNK, sentence_chunks
+
+    sentences = [f"Satz Nummer {i} erzählt vom Fluss im Tal. " for i in range(200)]
+    text = "".join(sentences).strip()
+    chunks = sentence_chunks(text)
+    assert "".join(chunks) == text and len(chunks) > 1
+    assert all(len(c) <= TRANSLATE_CHUNK and c.rstrip().endswith(".") for c in chunks)
+    assert sentence_chunks("Eins.\nZwei! Drei?", 8) == ["Eins.\n", "Zwei! ", "Drei?"]
+    _translations(
+        tmp_path / "p.jsonl",
+        [{"id": "de-en-1", "lang": "en", "source_lang": "de", "pair": "de-en",
+          "source": text, "translation": "The river.", "score": 5}],
+    )  # fmt: skip
+    with FakeLLMServer(echo_judge) as server:
+        assert (
+            _judge_task(server, tmp_path / "p.jsonl", "literary-translation", tmp_path / "o.jsonl")
+            == 0
+        )
+        translated = _translated(server.requests)
+        checklist_in = [
+            b["messages"][-1]["content"] for b in server.requests
+            if b["messages"][-1]["content"].rstrip().endswith("Checklist:")
+            and "Satz Nummer 0 " in b["messages"][-1]["content"]
+        ]  # fmt: skip
+    assert [t for t in translated] == [c.strip() for c in chunks]
+    assert sentences[-1].strip() in checklist_in[0], "the end of the text is translated too"
+
+
+def test_a_bad_source_language_is_named(tmp_path, capsys):
+    _translations(
+        tmp_path / "p.jsonl",
+        [{"id": "x-1", "lang": "en", "source_lang": "german", "source": "Der Fluss.",
+          "translation": "The river.", "score": 5}],
+    )  # fmt: skip
+    assert _judge_task(FakeLLMServer(echo_judge), tmp_path / "p.jsonl", "literary-translation",
+                       tmp_path / "o.jsonl") == 2  # fmt: skip
+    assert "source_lang" in capsys.readouterr().err

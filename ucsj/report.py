@@ -19,6 +19,7 @@ from ucsj.metrics import (
     LanguageMetrics,
     PairwiseMetrics,
     PointwiseMetrics,
+    chosen_first_accuracy,
     language_metrics,
     pairwise_metrics,
     pointwise_metrics,
@@ -54,6 +55,35 @@ DETAIL_COLUMNS = {
         ("error_rate", "no verdict"),
     ),
 }
+
+
+def _cut_off_share(rows: list[dict[str, Any]]) -> float:
+    return sum(bool(r.get("cut_off")) for r in rows) / len(rows)
+
+
+def _chosen_first_accuracy(rows: list[dict[str, Any]]) -> float:
+    return chosen_first_accuracy(
+        [r["preference"] for r in rows],
+        [r.get("pred") for r in rows],
+        [r.get("pred_swapped") for r in rows],
+    )
+
+
+# Columns only baselines' predictions carry: (heading, value over a group's rows). cut_off:
+# share of samples with a free-text reply stopped by its cap. acc_chosen_first: pairwise
+# accuracy in the order the CE-Judge paper uses (the chosen response shown first).
+EXTRA_COLUMNS = {
+    "cut_off": ("cut off", _cut_off_share),
+    "acc_chosen_first": ("chosen first (paper)", _chosen_first_accuracy),
+}
+
+
+def _extra_columns(kind: str, rows: list[dict[str, Any]]) -> list[str]:
+    if not any("cut_off" in r for r in rows):
+        return []
+    return ["acc_chosen_first", "cut_off"] if kind == "pairwise" else ["cut_off"]
+
+
 METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
 _GATE = re.compile(
     r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
@@ -114,8 +144,8 @@ class Report:
     breakdowns: list[str]  # further groups: pairwise subsets and language/subset
     table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL included)
     gates: list[GateResult]
-    # baselines: method -> group -> share of samples with a free-text reply cut off at its cap
-    cut_off: dict[str, dict[str, float]] = field(default_factory=dict)
+    # baselines' own columns (EXTRA_COLUMNS): method -> group -> column -> value
+    extras: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def headline(self) -> str:
@@ -212,16 +242,17 @@ def _valid(kind: str, name: str, value: Any) -> bool:
 def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
-    cut_off: dict[str, dict[str, float]] = {}
+    extras: dict[str, dict[str, dict[str, float]]] = {}
     main: set[str] = set()
     breakdowns: set[str] = set()
     for method, rows in grouped.items():
         labelled = [r for r in rows if r.get(GOLD_FIELDS[kind]) is not None]
         groups = _groups(kind, labelled)
         table[method] = {name: _metrics(kind, name, members) for name, members in groups.items()}
-        if any("cut_off" in r for r in labelled):
-            cut_off[method] = {
-                name: sum(bool(r.get("cut_off")) for r in members) / len(members)
+        columns = _extra_columns(kind, labelled)
+        if columns:
+            extras[method] = {
+                name: {column: EXTRA_COLUMNS[column][1](members) for column in columns}
                 for name, members in groups.items()
             }
         for name in groups:
@@ -240,7 +271,7 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
         sorted(breakdowns, key=lambda g: ("/" in g, g)),
         table,
         [],
-        cut_off,
+        extras,
     )
     report.gates = check_gates(report, gates or [])
     return report
@@ -338,7 +369,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "breakdowns": report.breakdowns,
         "methods": {
             m: {
-                group: clean(v) | _cut_off_field(report, m, group)
+                group: clean(v) | _extra_fields(report, m, group)
                 for group, v in report.table[m].items()
             }
             for m in report.methods
@@ -358,9 +389,8 @@ def to_json(report: Report) -> dict[str, Any]:
     }
 
 
-def _cut_off_field(report: Report, method: str, group: str) -> dict[str, float]:
-    shares = report.cut_off.get(method)
-    return {} if shares is None else {"cut_off": shares[group]}
+def _extra_fields(report: Report, method: str, group: str) -> dict[str, float]:
+    return report.extras.get(method, {}).get(group, {})
 
 
 def write_json_report(report: Report, path: Path) -> None:

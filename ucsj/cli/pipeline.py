@@ -29,6 +29,7 @@ from ucsj.llm import LLMSettings
 from ucsj.report import (
     ALL,
     DETAIL_COLUMNS,
+    EXTRA_COLUMNS,
     HEADLINE_TITLE,
     Report,
     build_report,
@@ -420,13 +421,14 @@ def print_report(result: Report) -> None:
         console.out.print(table)
     details = DETAIL_COLUMNS[result.kind]
     for method in result.methods:
-        cut_off = result.cut_off.get(method)  # baselines: replies stopped by their cap
+        extras = result.extras.get(method, {})  # baselines' own columns
+        columns = list(next(iter(extras.values()), {}))
         table = Table(
             "lang" if result.kind == "binary" else "group",
             "n",
             f"{result.headline} [95% CI]",
             *(name for _, name in details),
-            *(["cut off"] if cut_off is not None else []),
+            *(EXTRA_COLUMNS[c][0] for c in columns),
             title=method,
         )
         for group in [*result.langs, *result.breakdowns, ALL]:
@@ -438,6 +440,6 @@ def print_report(result: Report) -> None:
                 str(m.n),
                 headline(result, m),
                 *(fmt(m.value(metric)) for metric, _ in details),
-                *([fmt(cut_off[group])] if cut_off is not None else []),
+                *(fmt(extras[group][c]) for c in columns),
             )
         console.out.print(table)
