@@ -416,3 +416,29 @@ def test_a_bad_source_language_is_named(tmp_path, capsys):
     assert _judge_task(FakeLLMServer(echo_judge), tmp_path / "p.jsonl", "literary-translation",
                        tmp_path / "o.jsonl") == 2  # fmt: skip
     assert "source_lang" in capsys.readouterr().err
+
+
+# -- zero-shot and annotation guidelines (MEMERAG's and mFACE's setups) --------------------------
+
+
+def test_guidelines_prompt_carries_every_memerag_error_type(fr):
+    root, labels = fr
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        assert judge(server, root / "fr.jsonl", "guidelines", root / "g.jsonl") == 0
+        assert judge(server, root / "fr.jsonl", "zero-shot", root / "z.jsonl") == 0
+        prompts = [b["messages"][-1]["content"] for b in server.requests]
+    guided = [p for p in prompts if "Guidelines:" in p]
+    assert len(guided) == 4 and len(prompts) == 8  # one call per sample and method
+    for error in ("adds information", "contradicts", "mis-references", "shifts nuance",
+                  "reasons wrongly", "opinion", "blends separate facts",
+                  "particular aspect the question asks about"):  # fmt: skip
+        assert all(error in p for p in guided), error
+    zero = [p for p in prompts if "Guidelines:" not in p]
+    assert all("grounded in the passages" in p and p.endswith("only.") for p in zero)
+
+
+def test_summary_guidelines_carry_mfaces_attribution_test():
+    from ucsj.tasks import load_task
+
+    guidelines = " ".join(load_task("summary-faithfulness").guidelines.split())
+    assert '"the article says that ..."' in guidelines and "garbled" in guidelines

@@ -63,7 +63,7 @@ class ScriptedBaselines:
         label = self.labels[output.group(1)] if output else None
         word = " Yes" if label else " No"
         ending = prompt.rstrip().rsplit("\n", 1)[-1]
-        if ending == "Answer with Yes or No only." or body["max_tokens"] == 1:
+        if ending.startswith("Answer with Yes") or body["max_tokens"] == 1:
             p = 0.9 if label else 0.2
             return Reply(tokens=[(word, {" Yes": p, " No": 1 - p})])
         if last == "":  # a ChatEval referee's turn before the final round
