@@ -442,3 +442,87 @@ def test_summary_guidelines_carry_mfaces_attribution_test():
 
     guidelines = " ".join(load_task("summary-faithfulness").guidelines.split())
     assert '"the article says that ..."' in guidelines and "garbled" in guidelines
+
+
+# -- CheckEval ----------------------------------------------------------------------------------
+
+
+def test_checkeval_asks_one_call_per_aspect_with_its_definition(fr):
+    from ucsj.tasks import load_task
+
+    root, labels = fr
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        assert judge(server, root / "fr.jsonl", "checkeval", root / "c.jsonl") == 0
+        prompts = [b["messages"][-1]["content"] for b in server.requests]
+    aspects = load_task("rag-faithfulness").checkeval
+    assert len(prompts) == 4 * len(aspects)
+    for name, definition, questions in aspects:
+        asked = [p for p in prompts if f"Aspect: {name} - {definition}" in p]
+        assert len(asked) == 4 and all(f"Q{len(questions)}. {questions[-1]}" in p for p in asked)
+    assert all("Q1: [Yes or No]" in p for p in prompts)
+
+
+def checklist_writer(body: dict) -> Reply:
+    prompt = body["messages"][-1]["content"]
+    aspect = re.search(r"^Aspect: (.*?) - ", prompt, re.M).group(1)
+    if "from angles the seed questions do not cover" in prompt:
+        return Reply(
+            text=f"1. Does it avoid {aspect} error one?\n2. Does it avoid {aspect} error two?"
+        )
+    if "Break each seed question down" in prompt:
+        return Reply(text=f"1. Is the {aspect} detail right?\n2. Is it good, yes or no?")
+    if "Keep only the candidates" in prompt:  # drops the vague one
+        kept = [q for q in re.findall(r"^\d+\. (.*)$", prompt, re.M) if "yes or no" not in q]
+        return Reply(text="\n".join(f"{i}. {q}" for i, q in enumerate(kept, start=1)))
+    raise AssertionError(prompt)
+
+
+def test_gen_checklist_expands_filters_caches_and_is_editable(fr, capsys):
+    root, labels = fr
+    out = root / "checklist.json"
+    with FakeLLMServer(checklist_writer) as server:
+        common = ["--task", "rag-faithfulness", "--base-url", server.base_url,
+                  "--cache-dir", str(root / "gen-cache")]  # fmt: skip
+        assert ucsj("gen-checklist", "-o", str(out), *common) == 0
+        calls = server.count
+        assert ucsj("gen-checklist", "-o", str(root / "again.json"), *common) == 0
+        assert server.count == calls, "a rerun is served from the cache"
+    assert calls == 3 * 3  # diversify, elaborate, filter for each of three aspects
+    content = json.loads(out.read_text())
+    assert content["format"] == "ucsj.checkeval/1" and content["task"] == "rag-faithfulness"
+    attribution = content["aspects"][0]
+    assert attribution["name"] == "Attribution" and attribution["filtered"] is True
+    assert attribution["definition"].startswith("whether each claim")
+    assert len(attribution["questions"]) == 2 + 2 + 1  # seeds, diversified, elaborated
+    assert not any("yes or no" in q for q in attribution["questions"])
+    # edited by hand: one aspect with one question
+    content["aspects"] = [{**attribution, "questions": ["Is the year right?"]}]
+    out.write_text(json.dumps(content))
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        assert judge(server, root / "fr.jsonl", "checkeval", root / "c.jsonl",
+                     "--checklist", str(out)) == 0  # fmt: skip
+        prompts = [b["messages"][-1]["content"] for b in server.requests]
+    assert len(prompts) == 4 and all("Q1. Is the year right?" in p for p in prompts)
+    assert all(len(r["items"]) == 1 for r in rows(root / "c.jsonl"))
+    content["task"] = "summary-faithfulness"
+    out.write_text(json.dumps(content))
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        code = judge(
+            server, root / "fr.jsonl", "checkeval", root / "x.jsonl", "--checklist", str(out)
+        )
+    assert code == 2 and "not 'rag-faithfulness'" in capsys.readouterr().err
+
+
+def test_checkeval_aspects_take_a_list_or_a_definition_with_questions():
+    from ucsj.errors import InputError
+    from ucsj.tasks import task_from_toml
+
+    head = 'name = "t"\ndescription = "d"\nquestion = "q?"\n[fields]\nsource = "s"\noutput = "o"\n'
+    task = task_from_toml(
+        head + '[checkeval]\n"A" = ["Is it a?"]\n'
+        '[checkeval.B]\ndefinition = """\nwhether b\nholds"""\nquestions = ["Is it b?"]\n',
+        "t.toml",
+    )
+    assert task.checkeval == (("A", "", ("Is it a?",)), ("B", "whether b holds", ("Is it b?",)))
+    with pytest.raises(InputError, match="definition must be a string"):
+        task_from_toml(head + '[checkeval.B]\ndefinition = 3\nquestions = ["Is it b?"]\n', "t")

@@ -74,6 +74,14 @@ from ucsj.tasks import Task, load_task
     "item weights for the queries it shares with DATA.",
 )
 @click.option(
+    "--checklist",
+    "checklist_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="checkeval: the checklist from `ucsj gen-checklist` (edited or not). "
+    "[default: the task's seed questions]",
+)
+@click.option(
     "--scores",
     "scores_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -97,6 +105,7 @@ def judge(
     guidelines_path: Path | None,
     threshold: float | None,
     calibrate_path: Path | None,
+    checklist_path: Path | None,
     scores_path: Path | None,
     criteria_path: Path | None,
     output: Path,
@@ -114,6 +123,12 @@ def judge(
     options.criteria = criteria
     if guidelines_path is not None:
         options.guidelines = _read_text(guidelines_path, "guidelines")
+    if checklist_path is not None:
+        if method != "checkeval":
+            raise InputError("--checklist is for --method checkeval")
+        from ucsj.methods.checkeval import load_checklist
+
+        options.checklist = load_checklist(checklist_path, task)
     if method == "llm-aggregator":
         if scores_path is None or criteria is None:
             raise InputError("llm-aggregator needs --scores and --criteria")
@@ -166,6 +181,38 @@ def judge(
             f"{summary.failed} of {summary.samples} samples failed (first: "
             f"'{first_id}': {reason}); rerun to retry them from the cache"
         )
+
+
+@cli.command("gen-checklist", context_settings=CONTEXT)
+@click.option(
+    "--task",
+    "task_spec",
+    required=True,
+    help="A preset or a TASK.toml file with a [checkeval] section (aspects, definitions, "
+    "seed questions).",
+)
+@output_option("checklist.json")
+@llm_options
+def gen_checklist(task_spec: str, output: Path, settings: LLMSettings) -> None:
+    """CheckEval's checklist: each aspect's seed questions diversified and elaborated by the
+    LLM, then filtered; an editable JSON file for `judge --method checkeval --checklist`.
+
+    Example: ucsj gen-checklist --task rag-faithfulness -o checklist.json
+    """
+    from ucsj.methods.checkeval import generate_checklist, save_checklist
+
+    content = generate_checklist(load_task(task_spec), settings)
+    save_checklist(content, output)
+    counts = ", ".join(f"{a['name']} {len(a['questions'])}" for a in content["aspects"])
+    unfiltered = [a["name"] for a in content["aspects"] if not a["filtered"]]
+    console.info(
+        f"wrote the checklist ({counts} questions) to {_where(output)}"
+        + (
+            f"; the filter kept nothing for {', '.join(unfiltered)}: unfiltered"
+            if unfiltered
+            else ""
+        )
+    )
 
 
 def _calibration_rows(

@@ -35,6 +35,7 @@ class JudgeOptions:
     scores: dict[str, ScoreRecord] | None = None  # llm-aggregator: sample id -> scores
     criteria: CriteriaSet | None = None  # llm-aggregator
     reweighting: dict[str, Any] | None = None  # rocketeval: input key -> QueryReweighting
+    checklist: list[Any] | None = None  # checkeval: the generated aspects (gen-checklist)
 
 
 @dataclass
