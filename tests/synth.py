@@ -193,3 +193,74 @@ class ScriptedJudge:
             base = {0: 0.15, 1: 0.85}.get(label, 0.15 + 0.7 * label)
             return round(min(0.99, max(0.01, base + 0.2 * (unit(question, output) - 0.5))), 4)
         return round(0.05 + 0.9 * unit(question, output, "noise"), 4)
+
+
+# -- scores with a per-language lenient judge (transfer shift) --------------------------------
+
+
+def synthetic_criteria():
+    """The scripted judge's concepts and questions as a criteria set."""
+    from ucsj.criteria import build_criteria
+
+    return build_criteria(
+        "rag-faithfulness",
+        [(name, description, QUESTIONS[name]) for name, description in CONCEPTS.items()],
+        {},
+    )
+
+
+def lenient_scores(
+    lang: str,
+    n: int,
+    *,
+    lenient: float = 0.0,
+    pass_rate: float = 0.55,
+    spread: float = 0.2,
+    lenient_on: set[str] | None = None,
+    model: str = "m",
+) -> list[dict]:
+    """Scores records of n samples answered like the scripted judge (the label in Attribution
+    and Consistency, P(yes) 0.85 or 0.15 give or take spread / 2; noise in the others), except
+    that the judge turns a share `lenient` of its "no" answers (P(yes) < 0.5) into "yes"
+    (1 - P(yes)), on every question or those of `lenient_on`. `pass_rate` is the share of
+    faithful samples: a genuinely better or worse language moves it."""
+    criteria = synthetic_criteria()
+    signal = {q.id for c in criteria.concepts if c.name in SIGNAL for q in c.questions}
+    rows = []
+    for i in range(n):
+        label = int(unit(lang, i, "label") < pass_rate)
+        z = {}
+        for q in criteria.questions:
+            if q.id in signal:
+                p = (0.85 if label else 0.15) + spread * (unit(lang, i, q.id) - 0.5)
+            else:
+                p = 0.05 + 0.9 * unit(lang, i, q.id, "noise")
+            p = round(min(0.99, max(0.01, p)), 4)
+            biased = lenient_on is None or q.id in lenient_on
+            if biased and p < 0.5 and unit(lang, i, q.id, "lenient") < lenient:
+                p = round(1 - p, 4)
+            z[q.id] = p
+        s = {
+            c.id: round(sum(z[q.id] for q in c.questions) / len(c.questions), 6)
+            for c in criteria.concepts
+        }
+        rows.append(
+            {
+                "id": f"{lang}-{i:04d}",
+                "lang": lang,
+                "label": label,
+                "z": z,
+                "s": s,
+                "criteria": criteria.fingerprint,
+                "model": model,
+                "scoring": "per-concept",
+                "answers": {},
+                "usage": {},
+            }
+        )
+    return rows
+
+
+def write_scores(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return path

@@ -115,28 +115,53 @@ def test_failed_samples_are_listed_counted_and_gated(tmp_path, capsys):
     assert fr["error_rate"] == 0.3
 
 
-def test_wrong_format_answers_are_unreadable_not_failures(tmp_path):
+def test_wrong_format_answers_are_unreadable_not_failures(tmp_path, capsys):
     row = {"id": "a", "lang": "en", "context": "P.", "query": "Q?", "answer": "A.", "label": 1}
     (tmp_path / "d.jsonl").write_text(json.dumps(row) + "\n")
     (tmp_path / "c.json").write_text(json.dumps(CRITERIA))
     with FakeLLMServer(lambda body: Reply(text="I'm sorry, I can't help with that.")) as server:
-        assert (
-            ucsj(
-                "score",
-                str(tmp_path / "d.jsonl"),
-                "--criteria",
-                str(tmp_path / "c.json"),
-                "-o",
-                str(tmp_path / "s.jsonl"),
-                "--base-url",
-                server.base_url,
-                "--cache-dir",
-                str(tmp_path / "cache"),
-            )
-            == 0
+        code = ucsj(
+            "score",
+            str(tmp_path / "d.jsonl"),
+            "--criteria",
+            str(tmp_path / "c.json"),
+            "-o",
+            str(tmp_path / "s.jsonl"),
+            "--base-url",
+            server.base_url,
+            "--cache-dir",
+            str(tmp_path / "cache"),
         )
+    # nothing readable at all: a runtime error with its reason, the answers kept to look at
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "none of the 1 answers could be read" in err and "--scoring per-criterion" in err
     scores = json.loads((tmp_path / "s.jsonl").read_text())
     assert scores["z"] == {"c1.q1": None} and "error" not in scores
+
+
+def test_many_unreadable_answers_warn_with_the_share_and_a_hint(tmp_path, capsys):
+    rows = [
+        {"id": str(i), "lang": "en", "context": "P.", "query": "Q?", "answer": f"A{i}.", "label": 1}
+        for i in range(4)
+    ]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "c.json").write_text(json.dumps(CRITERIA))
+
+    def reply(body):  # answers A0 and A1 in the right format, the others not
+        text = json.dumps(body)
+        return answer_lines([1.0]) if "A0." in text or "A1." in text else Reply(text="Sure!")
+
+    args = ["--criteria", str(tmp_path / "c.json"), "--cache-dir", str(tmp_path / "cache")]
+    with FakeLLMServer(reply) as server:
+        out = str(tmp_path / "s.jsonl")
+        code = ucsj(
+            "score", str(tmp_path / "d.jsonl"), *args, "-o", out, "--base-url", server.base_url
+        )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "50% of the answers (2 of 4) could not be read" in err
+    assert "--scoring per-criterion" in err
 
 
 def test_processes_scoring_different_files_share_one_cache(tmp_path):

@@ -403,7 +403,7 @@ def test_long_texts_are_translated_in_chunks_of_whole_sentences(tmp_path):
             if b["messages"][-1]["content"].rstrip().endswith("Checklist:")
             and "Satz Nummer 0 " in b["messages"][-1]["content"]
         ]  # fmt: skip
-    assert [t for t in translated] == [c.strip() for c in chunks]
+    assert sorted(translated) == sorted(c.strip() for c in chunks)  # sent concurrently
     assert sentences[-1].strip() in checklist_in[0], "the end of the text is translated too"
 
 

@@ -16,7 +16,14 @@ from ucsj.errors import InputError
 from ucsj.llm.cache import ResponseCache
 from ucsj.metrics import balanced_accuracy
 from ucsj.scores import ScoreRecord
-from ucsj.transfer import MODULES, RANDOM_STATE, feature_matrix, feature_names, fit_module
+from ucsj.transfer import (
+    MODULES,
+    RANDOM_STATE,
+    decide,
+    feature_matrix,
+    feature_names,
+    fit_module,
+)
 
 FRACTIONS = (0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.00)  # paper 5.2
 TEST_SHARE = 0.30
@@ -62,7 +69,8 @@ def sample_efficiency(
     train_lang: str = "en",
 ) -> list[EfficiencyPoint]:
     """A fixed seeded 70/30 split of the English data; the module trained on growing shares
-    of the 70%, scored on the English 30% and every target language; repeated over seeds."""
+    of the 70%, scored on the English 30% and every target language; repeated over seeds (each
+    repeat draws its share anew and seeds the module anew: random_state 42, 43, ...)."""
     names = feature_names(criteria, features)
     english = [r for r in train if r.label is not None and r.error is None]
     x, y = _xy(english, names, features)
@@ -81,9 +89,9 @@ def sample_efficiency(
             x_fit, y_fit = _subsample(x_pool, y_pool, fraction, seed)
             if not _both_classes(y_fit, 1):
                 continue
-            model = fit_module(MODULES[module](), x_fit, y_fit)
+            model = fit_module(MODULES[module](RANDOM_STATE + seed), x_fit, y_fit)
             for lang, (xe, ye) in evaluations.items():
-                scores[lang].append(balanced_accuracy(ye, model.predict(xe)))
+                scores[lang].append(balanced_accuracy(ye, decide([model], xe).pred))
         for lang, values in scores.items():
             points.append(
                 EfficiencyPoint(
@@ -128,7 +136,9 @@ def criteria_importance(
 ) -> Importance:
     """Per language: a random forest on criterion answers with that language's labels, Gini
     importances, Spearman against the reference language, and the BA change when only the
-    reference's top criteria are kept (cross-validated within the language)."""
+    reference's top criteria are kept (cross-validated within the language). For the
+    reference itself the top criteria are chosen inside each fold, on that fold's training
+    part only: chosen on all of it, they would be scored on the data that chose them."""
     names = feature_names(criteria, "criterion")
     groups = by_language(records)
     if reference not in groups:
@@ -139,32 +149,54 @@ def criteria_importance(
     data = {}
     for lang, recs in groups.items():
         x, y = _xy(recs, names, "criterion")
-        if not _both_classes(y, 2):
-            continue
+        counts = np.bincount(y, minlength=2)
+        if counts.min() < 2:
+            raise InputError(
+                f"importance needs at least 2 labelled samples of each class in every language: "
+                f"'{lang}' has {counts[0]} with label 0 and {counts[1]} with label 1 (leave its "
+                "scores out, or label more)"
+            )
         data[lang] = (x, y)
-        forest = fit_module(MODULES["rf"](), x, y)
-        profiles[lang] = [float(v) for v in forest.feature_importances_]
+        profiles[lang] = top_importances(x, y)
     ref = np.asarray(profiles[reference])
-    top_idx = list(np.argsort(-ref, kind="stable")[:TOP_K])
+    top_idx = _top(ref)
     spearman, ba_all, ba_top = {}, {}, {}
     for lang, profile in profiles.items():
         rho = spearmanr(ref, profile).statistic if np.std(profile) > 0 else float("nan")
         spearman[lang] = float(rho)
         x, y = data[lang]
         ba_all[lang] = _cv_ba(x, y, folds)
-        ba_top[lang] = _cv_ba(x[:, top_idx], y, folds)
+        if lang == reference:
+            ba_top[lang] = _cv_ba(x, y, folds, select_top=True)
+        else:
+            ba_top[lang] = _cv_ba(x[:, top_idx], y, folds)
     return Importance(names, profiles, spearman, ba_all, ba_top, [names[i] for i in top_idx])
 
 
-def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int) -> float:
+def top_importances(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """Gini importances of a random forest (A.3's) on the rows."""
+    forest = fit_module(MODULES["rf"](), x, y)
+    return [float(v) for v in forest.feature_importances_]
+
+
+def _top(importances: np.ndarray | list[float]) -> list[int]:
+    return list(np.argsort(-np.asarray(importances), kind="stable")[:TOP_K])
+
+
+def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int, select_top: bool = False) -> float:
+    """Cross-validated BA of the random forest; `select_top` keeps, in each fold, the TOP_K
+    criteria most important on that fold's training rows."""
     k = int(min(folds, np.bincount(y, minlength=2).min()))
     if k < 2:
         return float("nan")
     splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=RANDOM_STATE)
     predictions = np.empty_like(y)
     for fit_idx, test_idx in splitter.split(x, y):
-        model = fit_module(MODULES["rf"](), x[fit_idx], y[fit_idx])
-        predictions[test_idx] = model.predict(x[test_idx])
+        columns = list(range(x.shape[1]))
+        if select_top:
+            columns = _top(top_importances(x[fit_idx], y[fit_idx]))
+        model = fit_module(MODULES["rf"](), x[fit_idx][:, columns], y[fit_idx])
+        predictions[test_idx] = decide([model], x[test_idx][:, columns]).pred
     return balanced_accuracy(y, predictions)
 
 
@@ -177,8 +209,10 @@ def module_comparison(
     criteria: CriteriaSet,
     *,
     features: str = "concept",
+    seeds: int = 1,
 ) -> dict[str, dict[str, float]]:
-    """Each module trained on English: BA per target language and their average ("avg")."""
+    """Each module trained on English (`seeds` of it, averaged as `fit --seeds` does): BA per
+    target language and their average ("avg")."""
     names = feature_names(criteria, features)
     x, y = _xy([r for r in train if r.label is not None and r.error is None], names, features)
     evaluations = {lang: _xy(recs, names, features) for lang, recs in by_language(targets).items()}
@@ -186,9 +220,10 @@ def module_comparison(
         raise InputError("no labelled target-language scores to evaluate on")
     table = {}
     for name, make in MODULES.items():
-        model = fit_module(make(), x, y)
+        models = [fit_module(make(RANDOM_STATE + i), x, y) for i in range(seeds)]
         row = {
-            lang: balanced_accuracy(ye, model.predict(xe)) for lang, (xe, ye) in evaluations.items()
+            lang: balanced_accuracy(ye, decide(models, xe).pred)
+            for lang, (xe, ye) in evaluations.items()
         }
         row["avg"] = float(np.mean(list(row.values())))
         table[name] = row

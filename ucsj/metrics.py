@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 42
 ALL = "all"  # the group pooled over languages
+AVG = "avg"  # the unweighted mean over languages (the papers' "average BA")
+NAN = float("nan")
 
 
 def balanced_accuracy(
     y_true: Sequence[int] | np.ndarray, y_pred: Sequence[int] | np.ndarray
 ) -> float:
-    """Mean recall over the classes present in y_true (sklearn's definition)."""
+    """Mean recall over both classes; NaN when y_true lacks one of them (scikit-learn would
+    return the one class's recall, which reads as a good score for a judge that says "pass"
+    to everything)."""
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    recalls = [float(np.mean(y_pred[y_true == c] == c)) for c in (0, 1) if np.any(y_true == c)]
-    return float(np.mean(recalls)) if recalls else float("nan")
+    if not (np.any(y_true == 0) and np.any(y_true == 1)):
+        return NAN
+    return float(np.mean([np.mean(y_pred[y_true == c] == c) for c in (0, 1)]))
 
 
 def bootstrap(
@@ -57,9 +62,30 @@ class LanguageMetrics:
     pass_rate: float  # share predicted pass
     unreadable: float  # mean share of unreadable answers
     error_rate: float  # share of samples with no verdict (failed or unparseable)
+    undefined: dict[str, str] = field(default_factory=dict)  # metric -> why it has no value
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
+
+
+def binary_verdicts(labels: Sequence[int], preds: Sequence[int | None]) -> np.ndarray:
+    """The verdicts with a missing one counted as wrong (MEMERAG's rule): the opposite of gold."""
+    return np.asarray(
+        [1 - t if v is None else v for t, v in zip(labels, preds, strict=True)], dtype=int
+    )
+
+
+def _binary_undefined(y: np.ndarray) -> dict[str, str]:
+    if not len(y):
+        return {m: "no samples" for m in ("ba", "acc", "tpr", "tnr", "pass_rate")}
+    missing = [c for c in (1, 0) if not np.any(y == c)]
+    if not missing:
+        return {}
+    only = 1 - missing[0]
+    reason = f"gold labels are of one class only (all {only})"
+    out = {"ba": f"{reason}: balanced accuracy needs both"}
+    out["tpr" if only == 0 else "tnr"] = f"{reason}: no gold {1 - only} to measure"
+    return out
 
 
 def language_metrics(
@@ -68,8 +94,7 @@ def language_metrics(
     """Metrics for one language; a missing verdict counts as wrong (MEMERAG's rule)."""
     y = np.asarray(labels, dtype=int)
     missing = np.asarray([p is None for p in preds], dtype=bool)
-    # no verdict -> the opposite of the gold label
-    p = np.asarray([1 - t if v is None else v for t, v in zip(y, preds, strict=True)], dtype=int)
+    p = binary_verdicts(y, preds)
     low, high = bootstrap_interval(y, p)
 
     def rate(mask: np.ndarray) -> float:
@@ -87,6 +112,7 @@ def language_metrics(
         pass_rate=float(np.mean([v == 1 for v in preds])) if len(preds) else float("nan"),
         unreadable=float(np.mean(unreadable)) if len(unreadable) else 0.0,
         error_rate=float(np.mean(missing)) if len(missing) else 0.0,
+        undefined=_binary_undefined(y),
     )
 
 
@@ -114,26 +140,70 @@ def kendall_interval(gold: Sequence[float], predicted: Sequence[float]) -> tuple
 class PointwiseMetrics:
     group: str  # a language pair, a language or "all"
     n: int
-    tau: float  # Kendall's tau-b between gold and predicted scores
+    tau: float  # Kendall's tau-b, a sample without a score counted as wrong
     tau_low: float
     tau_high: float
-    error_rate: float  # share of samples with no score; they are left out of tau
+    error_rate: float  # share of samples with no score
+    tau_scored: float  # Kendall's tau-b over the samples with a score only
+    undefined: dict[str, str] = field(default_factory=dict)
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
 
 
+def scores_with_missing_as_wrong(
+    gold: Sequence[float], predicted: Sequence[float | None]
+) -> np.ndarray:
+    """Predicted scores with each missing one counted as wrong, as a missing binary verdict is:
+    a sample whose gold score is in the upper half of the gold range (midpoint included) gets a
+    score below every other, one in the lower half a score above every other."""
+    known = [float(v) for v in (*gold, *(p for p in predicted if p is not None))]
+    if not known:
+        return np.asarray([], dtype=float)
+    middle = (min(gold) + max(gold)) / 2 if len(gold) else 0.0
+    low, high = min(known) - 1, max(known) + 1
+    return np.asarray(
+        [
+            (low if g >= middle else high) if p is None else p
+            for g, p in zip(gold, predicted, strict=True)
+        ],
+        dtype=float,
+    )
+
+
+def _tau_undefined(gold: Sequence[float], predicted: Sequence[float]) -> str | None:
+    if len(gold) < 2:
+        return f"{len(gold)} sample(s): Kendall's tau needs at least 2"
+    if len(set(gold)) < 2:
+        return "every gold score is the same: Kendall's tau needs two values"
+    if len(set(predicted)) < 2:
+        return "every predicted score is the same: Kendall's tau is undefined"
+    return None
+
+
 def pointwise_metrics(
     group: str, gold: Sequence[int], predicted: Sequence[float | None]
 ) -> PointwiseMetrics:
-    """Kendall's tau over the samples that have a predicted score."""
+    """Kendall's tau with missing scores counted as wrong, and over the scored samples only."""
+    imputed = scores_with_missing_as_wrong(gold, predicted)
+    low, high = kendall_interval(gold, imputed)
     scored = [(g, p) for g, p in zip(gold, predicted, strict=True) if p is not None]
-    g = [pair[0] for pair in scored]
-    p = [pair[1] for pair in scored]
-    low, high = kendall_interval(g, p)
+    g_scored, p_scored = [s[0] for s in scored], [s[1] for s in scored]
+    undefined = {}
+    if reason := _tau_undefined(gold, list(imputed)):
+        undefined["tau"] = reason
+    if reason := _tau_undefined(g_scored, p_scored):
+        undefined["tau_scored"] = reason
     n = len(gold)
     return PointwiseMetrics(
-        group, n, kendall_tau(g, p), low, high, (n - len(scored)) / n if n else float("nan")
+        group,
+        n,
+        NAN if "tau" in undefined else kendall_tau(gold, imputed),
+        low,
+        high,
+        (n - len(scored)) / n if n else NAN,
+        NAN if "tau_scored" in undefined else kendall_tau(g_scored, p_scored),
+        undefined,
     )
 
 
@@ -147,6 +217,7 @@ class PairwiseMetrics:
     consistency: float  # share of pairs judged the same way in both orders
     position_bias: float  # share of verdicts that pick the first position (0.5: none)
     error_rate: float  # share of verdicts missing (counted as wrong)
+    undefined: dict[str, str] = field(default_factory=dict)
 
     def value(self, metric: str) -> float:
         return float(getattr(self, metric))
@@ -163,10 +234,9 @@ def pairwise_metrics(
     n = len(preferences)
     nan = float("nan")
     if n == 0:
-        return PairwiseMetrics(group, 0, nan, nan, nan, nan, nan, nan)
-    right = np.asarray(
-        [((f == g) + (b == g)) / 2 for g, f, b in zip(preferences, forward, backward, strict=True)]
-    )
+        reasons = {m: "no samples" for m in ("acc", "consistency", "position_bias")}
+        return PairwiseMetrics(group, 0, nan, nan, nan, nan, nan, nan, reasons)
+    right = pairs_right(preferences, forward, backward)
     low, high = bootstrap(n, lambda idx: float(np.mean(right[idx])))
     consistent = sum(f is not None and f == b for f, b in zip(forward, backward, strict=True))
     # in the swapped order, original "b" sits first
@@ -181,6 +251,7 @@ def pairwise_metrics(
         consistent / n,
         first / verdicts if verdicts else nan,
         1 - verdicts / (2 * n),
+        {} if verdicts else {"position_bias": "no verdicts: no position was picked"},
     )
 
 
@@ -196,3 +267,97 @@ def chosen_first_accuracy(
         (f if p == "a" else s) == p for p, f, s in zip(preferences, forward, swapped, strict=True)
     ]
     return float(np.mean(right))
+
+
+def pairs_right(
+    preferences: Sequence[str], forward: Sequence[str | None], backward: Sequence[str | None]
+) -> np.ndarray:
+    """Per pair, the share of its two orders judged right (a missing verdict is wrong)."""
+    return np.asarray(
+        [((f == g) + (b == g)) / 2 for g, f, b in zip(preferences, forward, backward, strict=True)]
+    )
+
+
+# -- the average over languages ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AverageMetrics:
+    """The unweighted mean over languages of each per-language metric (the papers' "average
+    BA"); undefined when the metric is undefined in one of the languages or one is missing."""
+
+    group: str
+    n: int  # the samples of the languages averaged
+    languages: list[str]
+    values: dict[str, float]  # metric -> mean over languages (NaN when undefined)
+    low: float  # 95% stratified bootstrap interval of the headline's mean
+    high: float
+    headline: str
+    undefined: dict[str, str] = field(default_factory=dict)
+
+    def value(self, metric: str) -> float:
+        if metric == "n":
+            return float(self.n)
+        if metric == f"{self.headline}_low":
+            return self.low
+        if metric == f"{self.headline}_high":
+            return self.high
+        return float(self.values.get(metric, NAN))
+
+
+def average_metrics(
+    per_language: dict[str, LanguageMetrics | PointwiseMetrics | PairwiseMetrics],
+    expected: Sequence[str],
+    metrics: Sequence[str],
+    headline: str,
+    interval: tuple[float, float],
+) -> AverageMetrics:
+    """The mean of each metric over the `expected` languages, given each one's metrics."""
+    absent = [lang for lang in expected if lang not in per_language]
+    values, undefined = {}, {}
+    for metric in metrics:
+        if metric == "n":
+            continue
+        if absent:
+            undefined[metric] = f"no predictions for {', '.join(absent)}"
+            values[metric] = NAN
+            continue
+        per = {lang: per_language[lang].value(metric) for lang in expected}
+        bad = [lang for lang, v in per.items() if math.isnan(v)]
+        if bad:
+            why = per_language[bad[0]].undefined.get(metric, "undefined")
+            undefined[metric] = f"undefined in {', '.join(bad)} ({why})"
+            values[metric] = NAN
+        else:
+            values[metric] = float(np.mean(list(per.values())))
+    low, high = (NAN, NAN) if headline in undefined else interval
+    return AverageMetrics(
+        AVG,
+        sum(per_language[lang].n for lang in expected if lang in per_language),
+        sorted(expected),
+        values,
+        low,
+        high,
+        headline,
+        undefined,
+    )
+
+
+def average_interval(
+    statistics: Sequence[tuple[int, Callable[[np.ndarray], float]]],
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """95% interval of the mean over languages of a statistic: each resample draws every
+    language's samples anew from that language alone (a stratified bootstrap)."""
+    if not statistics or any(n == 0 for n, _ in statistics):
+        return NAN, NAN
+    rng = np.random.default_rng(seed)
+    means = [
+        float(np.mean([stat(rng.integers(0, n, n)) for n, stat in statistics]))
+        for _ in range(samples)
+    ]
+    if all(math.isnan(v) for v in means):
+        return NAN, NAN
+    low, high = np.nanpercentile(means, [2.5, 97.5])
+    return float(low), float(high)

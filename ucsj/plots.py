@@ -13,6 +13,7 @@ import numpy as np
 
 from ucsj.analysis import EfficiencyPoint, Importance
 from ucsj.io import atomic_writer
+from ucsj.shift import ShiftReport
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -76,4 +77,25 @@ def plot_bars(values: dict[str, float], path: Path, title: str, ylabel: str) -> 
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.set_ylim(0, 1.05)
+    _save(fig, path)
+
+
+def plot_shift(report: ShiftReport, path: Path) -> None:
+    """Languages x criteria: how far each criterion's answers moved from the reference (W1)."""
+    langs = list(report.languages)
+    criteria = report.criteria
+    matrix = np.asarray(
+        [
+            [{c.id: c.shift for c in report.languages[lang].criteria}[q] for q in criteria]
+            for lang in langs
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(criteria)), 1.2 + 0.5 * len(langs)))
+    image = ax.imshow(matrix, aspect="auto", cmap="magma_r", vmin=0, vmax=max(0.3, matrix.max()))
+    ax.set_yticks(
+        range(len(langs)), [f"{lang} ({report.languages[lang].shift:.3f})" for lang in langs]
+    )
+    ax.set_xticks(range(len(criteria)), criteria, rotation=90, fontsize=7)
+    ax.set_title(f"Shift of each criterion's answers from the {report.reference} reference (W1)")
+    fig.colorbar(image, ax=ax, fraction=0.03)
     _save(fig, path)

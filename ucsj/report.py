@@ -12,24 +12,36 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+import numpy as np
+
 from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
 from ucsj.metrics import (
     ALL,
+    AVG,
+    AverageMetrics,
     LanguageMetrics,
     PairwiseMetrics,
     PointwiseMetrics,
+    average_interval,
+    average_metrics,
+    balanced_accuracy,
+    binary_verdicts,
     chosen_first_accuracy,
+    kendall_tau,
     language_metrics,
+    pairs_right,
     pairwise_metrics,
     pointwise_metrics,
+    scores_with_missing_as_wrong,
 )
+from ucsj.shift import ShiftReport
 from ucsj.tasks import GOLD_FIELDS
 
 # What a report measures, by the kind of task its predictions come from.
 KIND_METRICS = {
     "binary": ("ba", "acc", "tpr", "tnr", "pass_rate", "unreadable", "error_rate", "n"),
-    "pointwise": ("tau", "error_rate", "n"),
+    "pointwise": ("tau", "tau_scored", "error_rate", "n"),
     "pairwise": ("acc", "consistency", "position_bias", "error_rate", "n"),
 }
 HEADLINE = {"binary": "ba", "pointwise": "tau", "pairwise": "acc"}
@@ -48,7 +60,7 @@ DETAIL_COLUMNS = {
         ("unreadable", "unreadable"),
         ("error_rate", "no verdict"),
     ),
-    "pointwise": (("error_rate", "no score"),),
+    "pointwise": (("tau_scored", "tau of scored"), ("error_rate", "no score")),
     "pairwise": (
         ("consistency", "same both orders"),
         ("position_bias", "picks first"),
@@ -84,7 +96,12 @@ def _extra_columns(kind: str, rows: list[dict[str, Any]]) -> list[str]:
     return ["acc_chosen_first", "cut_off"] if kind == "pairwise" else ["cut_off"]
 
 
-METRICS = tuple(dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics))
+# Gated from the judge's English answer reference and the languages' scores (report --judge).
+SHIFT = "shift"
+METRICS = (
+    *dict.fromkeys(m for metrics in KIND_METRICS.values() for m in metrics),
+    SHIFT,
+)
 _GATE = re.compile(
     r"^\s*([a-z_]+)\s*(?:\[\s*([\w./-]+)\s*\])?\s*(>=|<=|>|<|==)\s*"
     r"(-?[0-9]*\.?[0-9]+)\s*$"
@@ -96,14 +113,15 @@ _OPS = {
     "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
 }
-Metrics = LanguageMetrics | PointwiseMetrics | PairwiseMetrics
+Metrics = LanguageMetrics | PointwiseMetrics | PairwiseMetrics | AverageMetrics
 
 
 @dataclass(frozen=True)
 class Gate:
     text: str
     metric: str
-    group: str | None  # a language, pair, subset, "lang/subset" or "all"; None: every language
+    group: str | None  # a language, pair, subset, "lang/subset", "avg" or "all"; None: every
+    # language
     op: str
     threshold: float
 
@@ -127,13 +145,14 @@ class GateResult:
     group: str
     value: float
     passed: bool
+    undefined: str | None = None  # why the metric has no value (the gate then fails)
 
     def line(self) -> str:
         verdict = "passed" if self.passed else "FAILED"
-        return (
-            f"gate {verdict}: {self.gate.text} for {self.method} [{self.group}]: "
-            f"{self.gate.metric} = {self.value:.4g}"
-        )
+        where = f"gate {verdict}: {self.gate.text} for {self.method} [{self.group}]: "
+        if self.undefined:
+            return f"{where}{self.gate.metric} is undefined ({self.undefined})"
+        return f"{where}{self.gate.metric} = {self.value:.4g}"
 
 
 @dataclass
@@ -142,8 +161,10 @@ class Report:
     methods: list[str]
     langs: list[str]  # the main groups: languages, or language pairs for pointwise
     breakdowns: list[str]  # further groups: pairwise subsets and language/subset
-    table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL included)
+    table: dict[str, dict[str, Metrics]]  # method -> group -> metrics (ALL and AVG included)
     gates: list[GateResult]
+    shift: ShiftReport | None = None  # the answers' shift per language (report --judge)
+    shift_source: str = "judge"  # names the judge in gate lines
     # baselines' own columns (EXTRA_COLUMNS): method -> group -> column -> value
     extras: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
@@ -155,14 +176,23 @@ class Report:
     def failed_gates(self) -> list[GateResult]:
         return [g for g in self.gates if not g.passed]
 
-    def best(self, group: str) -> str | None:
+    @property
+    def columns(self) -> list[str]:
+        """The groups of the methods x languages table: each language, avg, all."""
+        return [*self.langs, AVG, ALL]
+
+    def best(self, group: str) -> list[str]:
+        """Every method with the best defined headline value in `group` (ties all count)."""
         scores = {
             m: self.table[m][group].value(self.headline)
             for m in self.methods
             if group in self.table[m]
         }
         scores = {m: v for m, v in scores.items() if not math.isnan(v)}
-        return max(scores, key=scores.__getitem__) if scores else None
+        if not scores:
+            return []
+        top = max(scores.values())
+        return [m for m, v in scores.items() if math.isclose(v, top, rel_tol=1e-12, abs_tol=0)]
 
 
 def row_kind(row: dict[str, Any]) -> str:
@@ -171,10 +201,24 @@ def row_kind(row: dict[str, Any]) -> str:
 
 
 def read_predictions(paths: list[Path]) -> tuple[str, dict[str, list[dict[str, Any]]]]:
-    """The task kind and method -> rows, from one or more prediction files of one kind."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    """The task kind and method -> rows, from one or more prediction files of one kind.
+
+    A method's rows may be spread over files (one per language). When two files hold rows of
+    one method for the same ids they are two runs (e.g. `rocketeval` calibrated and not): each
+    file's rows of that method are then named after the file, "method (file.jsonl)"."""
     kind: str | None = None
+    per_file: list[tuple[Path, dict[str, list[dict[str, Any]]]]] = []
+    given: dict[Path, Path] = {}
     for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in given:
+            raise InputError(
+                f"given twice (also as '{given[resolved]}'): its rows would count twice",
+                path=str(path),
+            )
+        given[resolved] = path
+        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        first_line: dict[tuple[str, str], int] = {}
         count = 0
         for line, row in read_json_lines(path):
             _check_prediction(row, str(path), line)
@@ -187,11 +231,43 @@ def read_predictions(paths: list[Path]) -> tuple[str, dict[str, list[dict[str, A
                     path=str(path),
                     line=line,
                 )
+            key = (row["method"], row["id"])
+            if key in first_line:
+                raise InputError(
+                    f"duplicate id '{row['id']}' for method '{row['method']}' (first on line "
+                    f"{first_line[key]}): each sample is counted once",
+                    path=str(path),
+                    line=line,
+                )
+            first_line[key] = line
             grouped[row["method"]].append(row)
             count += 1
         if not count:
             raise InputError("no predictions: the file is empty", path=str(path))
-    return kind or "binary", grouped
+        per_file.append((path, grouped))
+    return kind or "binary", _merge_methods(per_file)
+
+
+def _merge_methods(
+    per_file: list[tuple[Path, dict[str, list[dict[str, Any]]]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """One method's rows from every file, unless two files hold the same ids for it."""
+    names = [path.name for path, _ in per_file]
+    label = {
+        str(path): (path.name if names.count(path.name) == 1 else str(path)) for path, _ in per_file
+    }
+    methods = list(dict.fromkeys(m for _, grouped in per_file for m in grouped))
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for method in methods:
+        parts = [(path, grouped[method]) for path, grouped in per_file if method in grouped]
+        ids = [r["id"] for _, rows in parts for r in rows]
+        if len(ids) == len(set(ids)):
+            merged[method] = [r for _, rows in parts for r in rows]
+            continue
+        for path, rows in parts:
+            name = f"{method} ({label[str(path)]})"
+            merged[name] = [{**r, "method": name} for r in rows]
+    return merged
 
 
 def _check_prediction(row: Any, path: str, line: int) -> None:
@@ -239,10 +315,16 @@ def _valid(kind: str, name: str, value: Any) -> bool:
     return value in ("a", "b")
 
 
-def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
+def build_report(
+    paths: list[Path],
+    gates: list[Gate] | None = None,
+    shift: ShiftReport | None = None,
+    shift_source: str = "judge",
+) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
     extras: dict[str, dict[str, dict[str, float]]] = {}
+    by_main: dict[str, dict[str, list[dict[str, Any]]]] = {}
     main: set[str] = set()
     breakdowns: set[str] = set()
     for method, rows in grouped.items():
@@ -255,22 +337,38 @@ def build_report(paths: list[Path], gates: list[Gate] | None = None) -> Report:
                 name: {column: EXTRA_COLUMNS[column][1](members) for column in columns}
                 for name, members in groups.items()
             }
+        by_main[method] = {}
         for name in groups:
             if name == ALL:
                 continue
-            (main if _is_main(kind, name, labelled) else breakdowns).add(name)
+            if _is_main(kind, name, labelled):
+                main.add(name)
+                by_main[method][name] = [r for r in labelled if _group_keys(kind, r)[0] == name]
+            else:
+                breakdowns.add(name)
     if not main:
         raise InputError(
             f"no predictions with a gold '{GOLD_FIELDS[kind]}': report needs gold values to "
             "measure quality"
         )
+    langs = sorted(main, key=lambda g: (g != "en", g))
+    for method in table:
+        table[method][AVG] = _average(kind, langs, table[method], by_main[method])
+    for shares in extras.values():  # the average over languages, as for the metrics
+        per_lang = [shares.get(lang) for lang in langs]
+        shares[AVG] = {
+            column: float(np.mean([p[column] for p in per_lang])) if all(per_lang) else math.nan
+            for column in next(iter(shares.values()))
+        }
     report = Report(
         kind,
         list(table),
-        sorted(main, key=lambda g: (g != "en", g)),
+        langs,
         sorted(breakdowns, key=lambda g: ("/" in g, g)),
         table,
         [],
+        shift,
+        shift_source,
         extras,
     )
     report.gates = check_gates(report, gates or [])
@@ -318,9 +416,45 @@ def _metrics(kind: str, group: str, rows: list[dict[str, Any]]) -> Metrics:
     )
 
 
+def _average(
+    kind: str,
+    langs: list[str],
+    metrics: dict[str, Metrics],
+    rows: dict[str, list[dict[str, Any]]],
+) -> AverageMetrics:
+    """The unweighted mean over the report's languages, with a stratified bootstrap interval
+    of the headline's mean."""
+    present = {lang: metrics[lang] for lang in langs if lang in metrics}
+    statistics = [_headline_statistic(kind, rows[lang]) for lang in langs if lang in rows]
+    interval = average_interval(statistics) if len(present) == len(langs) else (math.nan,) * 2
+    names = [m for m in KIND_METRICS[kind] if m != "n"]
+    return average_metrics(present, langs, names, HEADLINE[kind], interval)
+
+
+def _headline_statistic(kind: str, rows: list[dict[str, Any]]) -> tuple[int, Any]:
+    """(n, the headline metric of the rows at given indices), as `_metrics` computes it."""
+    if kind == "pointwise":
+        gold = np.asarray([r["score"] for r in rows], dtype=float)
+        pred = scores_with_missing_as_wrong(list(gold), [r.get("pred") for r in rows])
+        return len(rows), lambda idx: kendall_tau(gold[idx], pred[idx])
+    if kind == "pairwise":
+        right = pairs_right(
+            [r["preference"] for r in rows],
+            [r.get("pred") for r in rows],
+            [r.get("pred_swapped") for r in rows],
+        )
+        return len(rows), lambda idx: float(np.mean(right[idx]))
+    y = np.asarray([r["label"] for r in rows], dtype=int)
+    p = binary_verdicts(y, [r.get("pred") for r in rows])
+    return len(rows), lambda idx: balanced_accuracy(y[idx], p[idx])
+
+
 def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
     results = []
     for gate in gates:
+        if gate.metric == SHIFT:
+            results += _shift_gate(report, gate)
+            continue
         if gate.metric not in KIND_METRICS[report.kind]:
             raise InputError(
                 f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
@@ -336,8 +470,29 @@ def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
                         f"'{group}' from method '{method}'"
                     )
                 value = metrics.value(gate.metric)
-                passed = not math.isnan(value) and _OPS[gate.op](value, gate.threshold)
+                if math.isnan(value):  # undefined is never good enough
+                    why = metrics.undefined.get(gate.metric, "no value")
+                    results.append(GateResult(gate, method, group, value, False, why))
+                    continue
+                passed = _OPS[gate.op](value, gate.threshold)
                 results.append(GateResult(gate, method, group, value, passed))
+    return results
+
+
+def _shift_gate(report: Report, gate: Gate) -> list[GateResult]:
+    if report.shift is None:
+        raise InputError(
+            f"--gate '{gate.text}': the shift needs the judge and the languages' scores "
+            "(--judge judge.skops --scores SCORES)"
+        )
+    groups = [gate.group] if gate.group else list(report.shift.languages)
+    results = []
+    for group in groups:
+        if group not in report.shift.languages:
+            raise InputError(f"--gate '{gate.text}': no scores in '{group}' among --scores")
+        value = report.shift.languages[group].shift
+        passed = _OPS[gate.op](value, gate.threshold)
+        results.append(GateResult(gate, report.shift_source, group, value, passed))
     return results
 
 
@@ -352,17 +507,38 @@ def headline(report: Report, metrics: Metrics) -> str:
 
 
 def fmt(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.3f}"
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
+def undefined_notes(report: Report) -> list[str]:
+    """One line per undefined metric of the report: method, group, metric and why."""
+    notes = []
+    shown = set(KIND_METRICS[report.kind])
+    for method in report.methods:
+        for group in [*report.langs, *report.breakdowns, AVG, ALL]:
+            m = report.table[method].get(group)
+            for metric, why in m.undefined.items() if m is not None else ():
+                if metric in shown:
+                    notes.append(f"{method} [{group}]: {metric} n/a: {why}")
+    return notes
 
 
 def to_json(report: Report) -> dict[str, Any]:
     def clean(m: Metrics) -> dict[str, Any]:
+        fields = asdict(m)
+        if isinstance(m, AverageMetrics):  # flat, like the per-language entries
+            values = fields.pop("values")
+            low, high, name = fields.pop("low"), fields.pop("high"), fields.pop("headline")
+            fields.update(values)
+            fields.update({f"{name}_low": low, f"{name}_high": high})
         return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(m).items()
+            k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in fields.items()
         }
 
     return {
-        "format": "ucsj.report/1",
+        # /2: an "avg" group, "best" lists every tied method, undefined metrics are null with
+        # their reason under "undefined"
+        "format": "ucsj.report/2",
         "kind": report.kind,
         "headline": report.headline,
         "languages": report.langs,
@@ -374,7 +550,7 @@ def to_json(report: Report) -> dict[str, Any]:
             }
             for m in report.methods
         },
-        "best": {group: report.best(group) for group in [*report.langs, ALL]},
+        "best": {group: report.best(group) for group in report.columns},
         "gates": [
             {
                 "gate": g.gate.text,
@@ -382,9 +558,11 @@ def to_json(report: Report) -> dict[str, Any]:
                 "group": g.group,
                 "value": None if math.isnan(g.value) else g.value,
                 "passed": g.passed,
+                **({"undefined": g.undefined} if g.undefined else {}),
             }
             for g in report.gates
         ],
+        "shift": None if report.shift is None else report.shift.to_json(),
         "passed": not report.failed_gates,
     }
 
@@ -404,11 +582,13 @@ def write_junit(report: Report, path: Path) -> None:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
     for method in report.methods:
         cases = []
-        for group in report.langs:
+        for group in [*report.langs, AVG]:
             m = report.table[method].get(group)
             if m is None:
                 continue
-            name = f"{group}: n={m.n} {report.headline}={m.value(report.headline):.4f}"
+            value = m.value(report.headline)
+            shown = "n/a" if math.isnan(value) else f"{value:.4f}"
+            name = f"{group}: n={m.n} {report.headline}={shown}"
             cases.append(
                 f"    <testcase classname={quoteattr('ucsj.' + method)} name={quoteattr(name)}/>"
             )
@@ -424,6 +604,16 @@ def write_junit(report: Report, path: Path) -> None:
         )
         lines += cases
         lines.append("  </testsuite>")
+    shift_gates = [g for g in report.gates if g.gate.metric == SHIFT]
+    if shift_gates:
+        failures = sum(not g.passed for g in shift_gates)
+        lines.append(f'  <testsuite name="shift" tests="{len(shift_gates)}" failures="{failures}">')
+        for g in shift_gates:
+            body = "" if g.passed else f"<failure message={quoteattr(g.line())}/>"
+            lines.append(
+                f'    <testcase classname="ucsj.shift" '
+                f"name={quoteattr(f'{g.gate.text} [{g.group}]')}>{body}</testcase>"
+            )
     lines.append("</testsuites>")
     with atomic_writer(path) as out:
         out.write("\n".join(lines) + "\n")
@@ -440,16 +630,16 @@ def write_html(report: Report, path: Path, figures: list[Path] | None = None) ->
         "</figcaption></figure>"
         for f in figures or []
     )
-    head = "".join(f"<th>{escape(lang)}</th>" for lang in [*report.langs, ALL])
+    head = "".join(f"<th>{escape(lang)}</th>" for lang in report.columns)
     rows = []
     for method in report.methods:
         cells = []
-        for lang in [*report.langs, ALL]:
+        for lang in report.columns:
             m = report.table[method].get(lang)
             if m is None:
                 cells.append("<td>–</td>")
                 continue
-            best = report.best(lang) == method and len(report.methods) > 1
+            best = method in report.best(lang) and len(report.methods) > 1
             value, interval = headline(report, m).split(" ", 1)
             text = f"{value}<br><small>{interval} n={m.n}</small>"
             cells.append(f"<td class={'best' if best else 'plain'}>{text}</td>")
@@ -461,15 +651,43 @@ def write_html(report: Report, path: Path, figures: list[Path] | None = None) ->
         )
         or "<li>no gates</li>"
     )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in undefined_notes(report))
+    notes = f"<h2>Undefined</h2><ul>{notes}</ul>" if notes else ""
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ucsj report</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-weight:bold;
 background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
-<h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); best
-per column in bold.</p>
-<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>
+<h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); avg is
+the unweighted mean over languages, all pools every sample; best per column in bold.</p>
+<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}{_shift_html(report)}
 <h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
 """
     with atomic_writer(path) as out:
         out.write(page)
+
+
+def _shift_html(report: Report) -> str:
+    """The answers' shift from the judge's English reference, when the report has it."""
+    if report.shift is None:
+        return ""
+    rows = "".join(
+        f"<tr><th>{escape(lang)}</th><td>{s.n}</td><td class={'fail' if s.warn else 'plain'}>"
+        f"{s.shift:.3f}</td><td>{s.chance:.3f}</td><td>{_maybe(s.unexplained)}</td>"
+        f"<td>{_maybe(s.predicted_pass_rate)}</td><td>"
+        + "<br>".join(html.escape(f"{c.id} {c.text} {c.direction}") for c in s.top)
+        + "</td></tr>"
+        for lang, s in report.shift.languages.items()
+    )
+    return (
+        f"<h2>Answer shift from the {escape(report.shift.reference)} reference</h2><p>Mean W1 "
+        "distance of each criterion's P(yes) from the reference (0 = answered as in English); "
+        "genuinely better or worse outputs move it too, 'unexplained' is what a different pass "
+        f"rate cannot produce (reference pass rate {_maybe(report.shift.reference_pass_rate)})."
+        "</p><table><tr><th>lang</th><th>n</th><th>shift</th><th>chance</th><th>unexplained</th>"
+        f"<th>pass rate</th><th>most moved</th></tr>{rows}</table>"
+    )
+
+
+def _maybe(value: float | None) -> str:
+    return "–" if value is None else fmt(value)

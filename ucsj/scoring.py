@@ -391,6 +391,33 @@ def _tally(summary: ScoreSummary, scored: ScoredLine) -> None:
     summary.unreadable += scored.unreadable
 
 
+UNREADABLE_WARNING = 0.2  # above this share of unreadable answers, `score` warns
+
+
+def unreadable_problem(summary: ScoreSummary, scoring: str) -> tuple[bool, str] | None:
+    """(fatal, message) when too many answers could not be read, else None. None readable at
+    all means the model answers in another format: nothing could be learned or judged from
+    the scores, so it is an error, not a run with imputed 0.5s everywhere."""
+    if not summary.values or summary.unreadable / summary.values <= UNREADABLE_WARNING:
+        return None
+    hint = (
+        "; models that ignore answer formats often still answer one question at a time: try "
+        "--scoring per-criterion"
+        if scoring != "per-criterion"
+        else "; check that the model follows instructions (see the raw `answers` in the output)"
+    )
+    if summary.unreadable == summary.values:
+        return True, (
+            f"none of the {summary.values} answers could be read (the model answers in "
+            f"another format than 'Q1: Yes'){hint}"
+        )
+    share = summary.unreadable / summary.values
+    return False, (
+        f"{share:.0%} of the answers ({summary.unreadable} of {summary.values}) could not be "
+        f"read and are imputed as 0.5{hint}"
+    )
+
+
 def failure_message(summary: ScoreSummary) -> str:
     first_id, first_reason = summary.failures[0]
     return (

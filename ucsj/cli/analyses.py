@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -35,6 +36,9 @@ from ucsj.llm.cache import default_cache_dir
 from ucsj.plots import plot_bars, plot_efficiency, plot_importance
 from ucsj.scores import ScoreRecord, read_scores
 from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+
+if TYPE_CHECKING:
+    from ucsj.shift import ShiftReport
 
 
 @cli.group(context_settings=CONTEXT)
@@ -87,6 +91,11 @@ def _binary_scores(path: Path) -> list[ScoreRecord]:
     return records
 
 
+def _num(value: float) -> str:
+    """A metric to 3 decimals, or n/a when it is undefined (e.g. BA of a one-class language)."""
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+
 def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     table = Table(*header, title=title)
     for row in rows:
@@ -99,13 +108,29 @@ def _write_json(path: Path | None, payload: Any) -> None:
         write_json(path, payload)
 
 
+SEEDS_OPTION = click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Train each module with N seeds (random_state 42, 43, ...) and average their "
+    "probabilities, as `fit --seeds` does (the paper averages 3 runs).",
+)
+
+
 @analyze.command("sample-efficiency")
 @train_option
 @targets_option
 @criteria_option
 @click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
 @click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
-@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Repeats of each share: each draws the share anew and seeds the module anew.",
+)
 @json_option
 @_plot_option("sample-efficiency.png")
 def analyze_sample_efficiency(
@@ -185,9 +210,9 @@ def analyze_importance(
         rows.append(
             [
                 lang,
-                f"{result.spearman[lang]:.3f}",
-                f"{result.ba_all[lang]:.3f}",
-                f"{result.ba_top[lang]:.3f}",
+                _num(result.spearman[lang]),
+                _num(result.ba_all[lang]),
+                _num(result.ba_top[lang]),
                 f"{result.ba_top[lang] - result.ba_all[lang]:+.3f}",
                 ", ".join(name for name, _ in top),
             ]
@@ -207,6 +232,7 @@ def analyze_importance(
 @targets_option
 @criteria_option
 @click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
+@SEEDS_OPTION
 @json_option
 @_plot_option("modules.png")
 def analyze_modules(
@@ -214,18 +240,23 @@ def analyze_modules(
     targets: tuple[Path, ...],
     criteria: Path,
     features: str,
+    seeds: int,
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
     """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
     table = module_comparison(
-        _binary_scores(train), _read_many(targets), load_criteria(criteria), features=features
+        _binary_scores(train),
+        _read_many(targets),
+        load_criteria(criteria),
+        features=features,
+        seeds=seeds,
     )
     langs = [k for k in next(iter(table.values())) if k != "avg"]
     _print_table(
         "Balanced accuracy by transfer module",
         ["module", *langs, "avg"],
-        [[m, *(f"{row[k]:.3f}" for k in [*langs, "avg"])] for m, row in table.items()],
+        [[m, *(_num(row[k]) for k in [*langs, "avg"])] for m, row in table.items()],
     )
     _write_json(json_path, table)
     plot_bars(
@@ -250,6 +281,7 @@ def analyze_modules(
     help="Predictions of `ucsj judge --method llm-aggregator`; repeatable.",
 )
 @click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@SEEDS_OPTION
 @json_option
 @_plot_option("aggregator.png")
 def analyze_aggregator(
@@ -258,12 +290,13 @@ def analyze_aggregator(
     criteria: Path,
     llm_paths: tuple[Path, ...],
     module: str,
+    seeds: int,
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
     """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
     criteria_set = load_criteria(criteria)
-    judge = fit_judge(_binary_scores(train), criteria_set, module=module)
+    judge = fit_judge(_binary_scores(train), criteria_set, module=module, seeds=seeds)
     target_records = _read_many(targets)
     trained = average_ba(predict_records(judge, target_records))
     llm_rows = [row for path in llm_paths for _, row in read_json_lines(path)]
@@ -273,8 +306,8 @@ def analyze_aggregator(
         "Trained module vs LLM aggregator",
         ["aggregation", *langs, "avg"],
         [
-            [f"UCS (trained, {module})", *(f"{trained[k]:.3f}" for k in [*langs, "avg"])],
-            ["UCS (LLM)", *(f"{llm.get(k, float('nan')):.3f}" for k in [*langs, "avg"])],
+            [f"UCS (trained, {module})", *(_num(trained[k]) for k in [*langs, "avg"])],
+            ["UCS (LLM)", *(_num(llm.get(k, float("nan"))) for k in [*langs, "avg"])],
         ],
     )
     _write_json(json_path, {"trained": trained, "llm": llm, "module": module})
@@ -362,3 +395,115 @@ def analyze_decomposition(
         "balanced accuracy",
     )
     console.info(f"plot: {plot_path}")
+
+
+@analyze.command("shift")
+@click.argument("scores", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--judge",
+    "judge_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="judge.skops from fit: its English answer reference is what SCORES are compared with.",
+)
+@json_option
+@_plot_option("shift.png")
+def analyze_shift(
+    scores: tuple[Path, ...], judge_path: Path, json_path: Path | None, plot_path: Path
+) -> None:
+    """Does the judge still carry over? How far each language's criterion answers moved from the
+    English answers the judge was trained on; needs no labels in SCORES.
+
+    shift = mean over criteria of the Wasserstein-1 distance between the language's P(yes)
+    distribution and English's (0: same answers; 1: every certain no became a certain yes).
+
+    Example: ucsj analyze shift --judge judge.skops fr.scores.jsonl hi.scores.jsonl
+    """
+    from ucsj.judge_file import load_judge
+    from ucsj.plots import plot_shift
+    from ucsj.shift import shift_report
+
+    judge = load_judge(judge_path)
+    records = [r for path in scores for r in read_scores(path)]
+    result = shift_report(judge, records, source=", ".join(map(str, scores)))
+    if not result.languages:
+        raise InputError("no successfully scored samples to compare", path=str(scores[0]))
+    print_shift(result)
+    _write_json(json_path, result.to_json())
+    plot_shift(result, plot_path)
+    console.info(f"plot: {plot_path}")
+
+
+def print_shift(result: ShiftReport) -> None:
+    """The shift table, each language's most moved criteria, and how to read them."""
+    from ucsj.report import fmt
+    from ucsj.shift import CRITERION_WARNING, SHIFT_WARNING
+
+    def num(value: float | None) -> str:
+        return "–" if value is None else fmt(value)
+
+    rows = [
+        [
+            f"{result.reference} (ref)",
+            "",
+            "0",
+            "",
+            "",
+            "",
+            num(result.reference_pass_rate),
+            "",
+            fmt(result.reference_unreadable),
+            "",
+        ]
+    ]
+    for lang, s in result.languages.items():
+        rows.append(
+            [
+                lang,
+                str(s.n),
+                f"{s.shift:.3f}" + (" !" if s.warn else ""),
+                f"{s.chance:.3f}",
+                num(s.unexplained),
+                num(s.label_free),
+                num(s.predicted_pass_rate),
+                num(s.implied_pass_rate),
+                fmt(s.unreadable),
+                ", ".join(c.id for c in s.top),
+            ]
+        )
+    _print_table(
+        f"Shift of criterion answers from the {result.reference} reference "
+        f"(! warned: beyond {SHIFT_WARNING}, or one criterion beyond {CRITERION_WARNING}, "
+        "and beyond chance)",
+        [
+            "lang",
+            "n",
+            "shift",
+            "chance",
+            "unexplained",
+            "label-free",
+            "pass rate",
+            "implied",
+            "unreadable",
+            "most moved",
+        ],
+        rows,
+    )
+    for lang, s in result.languages.items():
+        for c in s.top:
+            console.out.print(
+                f'{lang}: {c.id} "{c.text}" {c.direction} '
+                f"({c.mean_change:+.3f}; shift {c.shift:.3f})",
+                markup=False,
+            )
+    console.out.print(
+        "shift: mean W1 distance of each criterion's P(yes) from the reference (0 = same "
+        "answers); chance: what a sample of this size from the reference itself shows. A "
+        "language whose outputs are genuinely better or worse moves too (label shift): "
+        "'unexplained' is the shift left after the best mix of English's pass and fail "
+        "answers (at the 'implied' pass rate; 'pass rate' is the judge's), 'label-free' the "
+        "shift of the criteria whose English answers do not depend on the label. High shift "
+        "with both near chance: the outputs differ, the judge likely still reads them; high "
+        "unexplained: the model answers the criteria differently in this language.",
+        markup=False,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import tempfile
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.report import (
     ALL,
+    AVG,
     DETAIL_COLUMNS,
     EXTRA_COLUMNS,
     HEADLINE_TITLE,
@@ -36,14 +37,28 @@ from ucsj.report import (
     fmt,
     headline,
     parse_gate,
+    undefined_notes,
     write_html,
     write_json_report,
     write_junit,
 )
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
-from ucsj.scoring import SCORINGS, ScoreSummary, failure_message, score_file
+from ucsj.scoring import (
+    SCORINGS,
+    ScoreSummary,
+    failure_message,
+    score_file,
+    unreadable_problem,
+)
+from ucsj.shift import ALIGNMENTS, ShiftReport
 from ucsj.tasks import Task, load_task
-from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+from ucsj.transfer import (
+    CV_REPEATS,
+    FEATURE_KINDS,
+    MODULES,
+    fit_judge,
+    predict_records,
+)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -151,6 +166,17 @@ def score(
     )
     if summary.failed:
         raise BackendError(failure_message(summary))
+    _check_unreadable(summary, scoring)
+
+
+def _check_unreadable(summary: ScoreSummary, scoring: str) -> None:
+    problem = unreadable_problem(summary, scoring)
+    if problem is None:
+        return
+    fatal, message = problem
+    if fatal:
+        raise BackendError(message)
+    logging.getLogger("ucsj").warning(message)
 
 
 def _score_with_progress(
@@ -191,11 +217,7 @@ def _scores_or_score(
     if is_scores_file(path):
         records = read_scores(path)
         if criteria is None:
-            if criteria_path is None:
-                raise InputError(
-                    "--criteria is needed with a scores file from other criteria", path=str(path)
-                )
-            criteria = load_criteria(criteria_path)
+            criteria = _criteria_of_scores(records, criteria_path, path)
         return records, criteria
     if criteria is None:
         criteria_path = criteria_path or Path("criteria.json")
@@ -212,7 +234,34 @@ def _scores_or_score(
         summary = _score_with_progress(path, criteria, task, scored, settings, lang, scoring)
         if summary.failed:
             raise BackendError(failure_message(summary))
+        _check_unreadable(summary, scoring)
         return read_scores(scored), criteria
+
+
+def _criteria_of_scores(
+    records: list[ScoreRecord], criteria_path: Path | None, scores_path: Path
+) -> CriteriaSet:
+    """The criteria a scores file was made with: --criteria, else ./criteria.json, checked
+    against the fingerprint the scores carry."""
+    explicit = criteria_path is not None
+    criteria_path = criteria_path or Path("criteria.json")
+    if not criteria_path.exists():
+        raise InputError(
+            "--criteria is needed: give the criteria file these scores were made with "
+            "(no criteria.json here)",
+            path=str(scores_path),
+        )
+    criteria = load_criteria(criteria_path)
+    made_with = records[0].criteria if records else criteria.fingerprint
+    if made_with != criteria.fingerprint:
+        default = "" if explicit else " (read by default; give the right one with --criteria)"
+        raise InputError(
+            f"these scores were made with criteria {made_with[:19]}…, but {criteria_path}"
+            f"{default} has fingerprint {criteria.fingerprint[:19]}…: give the criteria file "
+            "they were scored with",
+            path=str(scores_path),
+        )
+    return criteria
 
 
 @cli.command(context_settings=CONTEXT)
@@ -228,15 +277,26 @@ def _scores_or_score(
     "criteria_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="criteria.json; needed when --train is a data file.",
+    help="The criteria file of the scores (checked against their fingerprint), or to score "
+    "a data file with. [default: criteria.json]",
 )
 @click.option(
     "--module",
     type=click.Choice(["auto", *MODULES]),
     default="auto",
     show_default=True,
-    help="Transfer module; auto picks by the English validation metric (BA, Kendall's tau or "
-    "pairwise accuracy).",
+    help="Transfer module. auto: 5-fold cross-validation repeated 3 times (seeded, stratified) "
+    "on the English data by balanced accuracy, Kendall's tau or pairwise accuracy; prints each "
+    "module's mean +- sd and takes the simplest (logreg, svm, knn, rf, gb, mlp) within one "
+    "standard error of the best. mlp is the paper's choice (A.3).",
+)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Train the module with N seeds (random_state 42, 43, ...); predict averages their "
+    "probabilities and reports the spread (the paper averages 3 runs).",
 )
 @click.option(
     "--target",
@@ -267,6 +327,7 @@ def fit(
     train_path: Path,
     criteria_path: Path | None,
     module: str,
+    seeds: int,
     target: str | None,
     features: str,
     task_spec: str | None,
@@ -278,6 +339,8 @@ def fit(
     """Stage 3: train the transfer module on labelled (English) scores.
 
     Binary tasks learn the label, pointwise tasks the score, pairwise tasks the preference.
+    --module auto compares the six modules by repeated stratified cross-validation on the
+    English data and takes the simplest within one standard error of the best.
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
@@ -285,25 +348,32 @@ def fit(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
     )
     judge = fit_judge(
-        records, criteria, module=module, features=features, target=target, source=str(train_path)
+        records,
+        criteria,
+        module=module,
+        features=features,
+        target=target,
+        seeds=seeds,
+        source=str(train_path),
     )
     meta = judge["meta"]
     if meta["validation"]:
         table = Table(
-            "module", f"validation {meta['validation_metric']}", title="English validation split"
+            "module",
+            f"{meta['validation_metric']} mean",
+            "sd",
+            title=f"English cross-validation ({meta['validation_folds'] // CV_REPEATS} folds x "
+            f"{CV_REPEATS} repeats, seeded)",
         )
         for name, value in meta["validation"].items():
             mark = " <- chosen" if name == meta["module"] else ""
-            table.add_row(name, f"{fmt(value)}{mark}")
+            table.add_row(name, f"{fmt(value)}{mark}", fmt(meta["validation_sd"][name]))
         console.out.print(table)
-        if all(math.isnan(v) for v in meta["validation"].values()):
-            console.info(
-                f"the validation split is too small to compare modules; took {meta['module']} "
-                "(choose one with --module)"
-            )
+        console.info(meta["selection"])
     save_judge(judge, output)
+    seeded = f", {seeds} seeds" if seeds > 1 else ""
     console.info(
-        f"trained {meta['module']} ({meta['target']}) on {meta['train_size']} samples "
+        f"trained {meta['module']} ({meta['target']}{seeded}) on {meta['train_size']} samples "
         f"({', '.join(meta['train_langs'])}) -> {output}"
     )
 
@@ -318,6 +388,17 @@ def fit(
     help="judge.skops from fit.",
 )
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
+@click.option(
+    "--align",
+    type=click.Choice(ALIGNMENTS),
+    default="none",
+    show_default=True,
+    help="Label-free alignment per language: standardize moves each feature to English's mean "
+    "and spread; prior shifts the verdicts to English's predicted pass rate. Both help when "
+    "the model answers more leniently in a language and harm when the language's outputs "
+    "are genuinely better or worse (see README). The method gets a +standardize or +prior "
+    "suffix.",
+)
 @lang_option
 @output_option()
 @llm_options
@@ -325,11 +406,15 @@ def predict(
     data: Path,
     judge_path: Path,
     task_spec: str | None,
+    align: str,
     lang: str | None,
     output: Path,
     settings: LLMSettings,
 ) -> None:
     """Apply a judge to scores, or to a data file (scored first with the judge's criteria).
+
+    Warns on stderr, one line per language, when a language's criterion answers moved from the
+    English ones beyond the shift threshold (ucsj analyze shift tells more).
 
     Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
@@ -339,11 +424,31 @@ def predict(
     if not is_scores_file(data):
         settings.model = meta["scoring_model"]
     records, _ = _scores_or_score(data, None, criteria, lang, meta["scoring"], settings, task_spec)
-    rows = predict_records(judge, records, source=str(data))
+    rows = predict_records(judge, records, source=str(data), align=align)
     with open_output(output) as out:
         for row in rows:
             out.write(dump_json_line(row))
     console.info(f"wrote {len(rows)} predictions to {_where(output)}")
+    if align == "prior":
+        from ucsj.shift import prior_misses
+
+        for line in prior_misses(rows, judge["reference"]["predicted_pass_rate"]):
+            console.err.print(line, markup=False)
+    _warn_on_shift(judge, criteria, records)
+
+
+def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord]) -> None:
+    from ucsj.shift import language_shifts, reference_of, warning_lines
+
+    if "reference" not in judge:
+        console.info(
+            "the judge file has no English answer reference (fitted by an older ucsj): "
+            "shift not checked; refit with `ucsj fit` to get the check"
+        )
+        return
+    reference = reference_of(judge, "the shift check")
+    for line in warning_lines(language_shifts(reference, criteria, records)):
+        console.err.print(line, markup=False)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -355,8 +460,9 @@ def predict(
     "gates",
     multiple=True,
     help='Quality gate, repeatable: "ba>=0.75" (every language), "ba[fr]>=0.8", '
+    '"ba[avg]>=0.8" (mean over languages), "ba[all]>=0.8" (pooled), '
     '"pass_rate[hi]>=0.9", "error_rate<=0.05", "tau[de-en]>=0.3", "acc[fr/chat]>=0.7", '
-    '"position_bias<=0.6". Exit 1 when one fails.',
+    '"position_bias<=0.6", "shift<=0.15" (with --judge). Exit 1 when one fails.',
 )
 @click.option(
     "--max-error-rate",
@@ -374,6 +480,21 @@ def predict(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A PNG (e.g. from `ucsj analyze`) to inline in the --html page; repeatable.",
 )
+@click.option(
+    "--judge",
+    "judge_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="judge.skops from fit: with --scores, adds each language's answer shift from the "
+    'English reference to the report and allows --gate "shift<=0.15".',
+)
+@click.option(
+    "--scores",
+    "scores_paths",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The scores the predictions were made from (needs no labels); repeatable; with --judge.",
+)
 def report(
     predictions: tuple[Path, ...],
     gates: tuple[str, ...],
@@ -382,18 +503,29 @@ def report(
     junit_path: Path | None,
     html_path: Path | None,
     figures: tuple[Path, ...],
+    judge_path: Path | None,
+    scores_paths: tuple[Path, ...],
 ) -> None:
     """Quality per language and method, with gates for CI: balanced accuracy for binary
     tasks, Kendall's tau per language pair for pointwise ones, accuracy over both orders with
-    position bias per language and subset for pairwise ones.
+    position bias per language and subset for pairwise ones. avg is the unweighted mean over
+    languages (the papers' "average BA"; best is marked on it too), all pools every sample.
+    An undefined metric shows as n/a with its reason, and a gate on it fails.
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
-    result = build_report(list(predictions), parsed)
+    shift = _shift_of(judge_path, scores_paths)
+    result = build_report(
+        list(predictions), parsed, shift, judge_path.name if judge_path else "judge"
+    )
     print_report(result)
+    if shift is not None:
+        from ucsj.cli.analyses import print_shift
+
+        print_shift(shift)
     if json_path:
         write_json_report(result, json_path)
     if junit_path:
@@ -407,15 +539,34 @@ def report(
         raise GateFailed(f"{len(result.failed_gates)} of {len(result.gates)} gate checks failed")
 
 
+def _shift_of(judge_path: Path | None, scores_paths: tuple[Path, ...]) -> ShiftReport | None:
+    if judge_path is None and not scores_paths:
+        return None
+    if judge_path is None or not scores_paths:
+        raise InputError(
+            "report: --judge and --scores go together (the shift compares the "
+            "scores' answers with the judge's English reference)"
+        )
+    from ucsj.shift import shift_report
+
+    records = [r for path in scores_paths for r in read_scores(path)]
+    return shift_report(load_judge(judge_path), records, ", ".join(map(str, scores_paths)))
+
+
 def print_report(result: Report) -> None:
     title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
-        table = Table("method", *result.langs, ALL, title=f"{title} (* best per column)")
+        table = Table(
+            "method",
+            *result.columns,
+            title=f"{title} (* best per column)",
+            caption="avg: unweighted mean over languages; all: every sample pooled",
+        )
         for method in result.methods:
             cells = []
-            for group in [*result.langs, ALL]:
+            for group in result.columns:
                 m = result.table[method].get(group)
-                star = "*" if m is not None and result.best(group) == method else ""
+                star = "*" if m is not None and method in result.best(group) else ""
                 cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
             table.add_row(method, *cells)
         console.out.print(table)
@@ -431,7 +582,7 @@ def print_report(result: Report) -> None:
             *(EXTRA_COLUMNS[c][0] for c in columns),
             title=method,
         )
-        for group in [*result.langs, *result.breakdowns, ALL]:
+        for group in [*result.langs, *result.breakdowns, AVG, ALL]:
             m = result.table[method].get(group)
             if m is None:
                 continue
@@ -440,6 +591,8 @@ def print_report(result: Report) -> None:
                 str(m.n),
                 headline(result, m),
                 *(fmt(m.value(metric)) for metric, _ in details),
-                *(fmt(extras[group][c]) for c in columns),
+                *(fmt(extras.get(group, {}).get(c, float("nan"))) for c in columns),
             )
         console.out.print(table)
+    for note in undefined_notes(result):
+        console.out.print(note, markup=False)
