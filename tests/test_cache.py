@@ -144,6 +144,7 @@ def test_recorded_run_replays_with_no_server(tmp_path):
 
 def test_replay_miss_exits_3_naming_the_request(tmp_path, capsys):
     write_dataset(tmp_path / "en.jsonl", "en", 2)
+    (tmp_path / "cache").mkdir()  # an empty cache: a miss (a missing one is refused: test_hostile)
     (tmp_path / "c.json").write_text(
         json.dumps(
             {
@@ -175,6 +176,8 @@ def test_replay_miss_exits_3_naming_the_request(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert "replay mode: no cached response" in err and "smollm2-135m-instruct" in err
+    first_id = json.loads((tmp_path / "en.jsonl").read_text().splitlines()[0])["id"]
+    assert f"sample '{first_id}' (line 1), concept c1 (A)" in err
     assert not (tmp_path / "s.jsonl").exists()
 
 

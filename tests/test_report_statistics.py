@@ -182,3 +182,15 @@ def test_one_method_split_over_language_files_is_still_one_method(tmp_path):
     code, report = report_json(tmp_path, fr, de)
     assert code == 0 and list(report["methods"]) == ["m"]
     assert report["methods"]["m"]["avg"]["ba"] == pytest.approx(0.75)
+
+
+def test_a_gate_on_an_undefined_shift_fails_with_its_reason():
+    from types import SimpleNamespace
+
+    from ucsj.report import _shift_gate, parse_gate
+
+    shift = SimpleNamespace(languages={"hi": SimpleNamespace(shift=float("nan"))})
+    report = SimpleNamespace(shift=shift, shift_source="judge.skops")
+    (result,) = _shift_gate(report, parse_gate("shift<=0.15"))
+    assert not result.passed
+    assert result.undefined and "undefined" in result.line()

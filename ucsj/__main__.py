@@ -1,3 +1,3 @@
-from ucsj.cli import main
+from ucsj.launch import main
 
 main()

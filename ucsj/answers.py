@@ -107,7 +107,7 @@ def single_answer(completion: Completion) -> float | None:
 
 # "Q1: Yes", "Q1 - YES", "**Q1:** Yes", "1. yes.", "Question 1: No"
 _LINE = re.compile(
-    r"^[\s>*_#`-]*(?:q(?:uestion)?\s*)?(\d{1,3})\s*[*_`]*\s*[:.)\-–—=]+\s*[*_`]*\s*(.*)$", re.I
+    r"^[\s>*_#`-]*(?:q(?:uestion)?\s*)?(\d{1,5})\s*[*_`]*\s*[:.)\-–—=]+\s*[*_`]*\s*(.*)$", re.I
 )
 
 
@@ -119,7 +119,7 @@ class AnswerSpan:
 
 
 # The form the prompt asks for, read without the general pattern (the replay hot path).
-_CANONICAL = re.compile(r"Q(\d{1,3}): (Yes|No)\r?\n?$")
+_CANONICAL = re.compile(r"Q(\d{1,5}): (Yes|No)\r?\n?$")
 
 
 def answer_lines(text: str) -> dict[int, AnswerSpan]:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ucsj.errors import InputError
-from ucsj.io import dump_json_line, open_output, read_json_lines
+from ucsj.io import dump_json_line, input_path, open_output, read_json_lines
 from ucsj.languages import is_language_code
 from ucsj.tasks import GOLD_FIELDS
 
@@ -96,12 +98,8 @@ def mface_samples(
     if rule not in MFACE_RULES:
         raise InputError(f"--rule must be one of {', '.join(MFACE_RULES)}")
     column = f"q2_{rule}"
-    try:
-        handle = path.open(encoding="utf-8", newline="")
-    except FileNotFoundError:
-        raise InputError("file not found", path=str(path)) from None
-    with handle:
-        reader = csv.DictReader(handle)
+    with contextlib.closing(_csv_text_lines(path)) as lines:
+        reader = csv.DictReader(lines)
         missing = {"id", "lang", "input", "summary", column} - set(reader.fieldnames or [])
         if missing:
             raise InputError(
@@ -109,7 +107,7 @@ def mface_samples(
                 "spreadsheet saved as CSV?)",
                 path=str(path),
             )
-        for row in reader:
+        for row in _csv_rows(reader, path):
             line = reader.line_num
             raw_lang = (row["lang"] or "").strip().lower()
             code = lang or LANGUAGE_NAMES.get(raw_lang, raw_lang)
@@ -248,15 +246,47 @@ def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
             yield number, row
         return
+    with contextlib.closing(_csv_text_lines(path)) as lines:
+        first = next(lines, "")
+        reader = csv.DictReader(
+            itertools.chain([first], lines),
+            delimiter=";" if first.count(";") > first.count(",") else ",",
+        )
+        for row in _csv_rows(reader, path):
+            yield reader.line_num, row
+
+
+def _csv_text_lines(path: Path) -> Iterator[str]:
+    """The lines of a CSV input decoded as UTF-8 one by one, so that bytes which are not UTF-8
+    fail naming their line (a one-shot input is spooled first)."""
     try:
-        handle = path.open(encoding="utf-8", newline="")
+        handle = input_path(path).open("rb")
     except FileNotFoundError:
         raise InputError("file not found", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", path=str(path)) from None
     with handle:
-        first = handle.readline()
-        handle.seek(0)
-        reader = csv.DictReader(
-            handle, delimiter=";" if first.count(";") > first.count(",") else ","
-        )
-        for row in reader:
-            yield reader.line_num, row
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(
+                    "bytes are not UTF-8: save the spreadsheet as CSV UTF-8 and convert again",
+                    path=str(path),
+                    line=number,
+                ) from None
+            yield text.removeprefix("\ufeff") if number == 1 else text  # Excel's "CSV UTF-8"
+
+
+def _csv_rows(reader: Any, path: Path) -> Iterator[dict[str, Any]]:
+    """The reader's rows; a CSV syntax error names its line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(
+                f"not a readable CSV: {exc}", path=str(path), line=reader.line_num
+            ) from None
+        yield row

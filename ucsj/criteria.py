@@ -131,7 +131,17 @@ def criteria_from_json(data: Any, origin: str) -> CriteriaSet:
             Concept(cid, name.strip(), str(rc.get("description") or "").strip(), tuple(questions))
         )
     generated_by = data.get("generated_by") if isinstance(data.get("generated_by"), dict) else {}
-    return CriteriaSet(task, tuple(concepts), generated_by)
+    criteria = CriteriaSet(task, tuple(concepts), generated_by)
+    stated = data.get("fingerprint")
+    # A hand-written file may carry none (it is computed); one that disagrees with the content
+    # means the questions were edited after scores were made with them.
+    if stated is not None and stated != criteria.fingerprint:
+        raise fail(
+            f"its fingerprint {stated} does not match its content ({criteria.fingerprint}): "
+            "were concepts or questions edited? Remove the 'fingerprint' field to accept the "
+            "edit (scores made with the old criteria will no longer match)"
+        )
+    return criteria
 
 
 def _id(obj: dict[str, Any], where: str, seen: set[str], fail: Any) -> str:

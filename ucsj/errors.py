@@ -51,6 +51,13 @@ class CacheMissError(BackendError):
     """Replay mode needed a response the cache does not hold."""
 
 
+class StorageError(UcsjError):
+    """A file or the cache could not be written or read at run time (a full disk, a corrupt
+    database). Exit 3."""
+
+    exit_code = EXIT_BACKEND
+
+
 class GateFailed(UcsjError):
     """A quality gate failed. Exit 1."""
 

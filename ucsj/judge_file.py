@@ -9,6 +9,13 @@ from ucsj.errors import InputError
 
 JUDGE_FORMAT = "ucsj.judge/1"
 
+# What a judge archive may unpack to. Judges are small (a 100,000-sample kNN judge is ~25 MB of
+# arrays, its schema some kB); the bounds keep a padded or crafted archive from using
+# gigabytes of memory before it is refused.
+MAX_SCHEMA_BYTES = 16 << 20
+MAX_UNPACKED_BYTES = 1 << 30
+MAX_MEMBERS = 10_000
+
 # Types a judge file may hold beyond skops' defaults: what the six modules are made of. Anything
 # else (a function, an arbitrary class) makes loading refuse the file, so a crafted judge file
 # cannot run code the way a pickle can.
@@ -82,34 +89,58 @@ def load_judge(path: str | Path) -> dict[str, Any]:
     import skops.io
     from skops.io.exceptions import UntrustedTypesFoundException
 
-    path = Path(path)
+    from ucsj.io import display_name, input_path
+
+    name = display_name(path)
+    path = input_path(path)
     if not path.is_file():
-        raise InputError("judge file not found", path=str(path))
+        raise InputError("judge file not found", path=name)
     if not zipfile.is_zipfile(path):
         raise InputError(
             "not a judge file written by `ucsj fit` (judge files are skops "
             "archives; pickles are refused because loading one can run code)",
-            path=str(path),
+            path=name,
         )
+    _check_unpacked_size(path, name)
     try:
         untrusted = [t for t in skops.io.get_untrusted_types(file=path) if t not in TRUSTED_TYPES]
         if untrusted:
             raise InputError(
                 f"judge file holds types ucsj does not load: {', '.join(untrusted)};"
                 " refusing it (only `ucsj fit` output is accepted)",
-                path=str(path),
+                path=name,
             )
         judge = skops.io.load(path, trusted=list(TRUSTED_TYPES))
     except InputError:
         raise
     except UntrustedTypesFoundException as exc:
         raise InputError(
-            f"judge file holds untrusted types ({exc}); refusing it", path=str(path)
+            f"judge file holds untrusted types ({exc}); refusing it", path=name
         ) from None
     except Exception as exc:  # a truncated or foreign archive raises many kinds of error
         raise InputError(
-            f"not a judge file written by `ucsj fit` ({type(exc).__name__})", path=str(path)
+            f"not a judge file written by `ucsj fit` ({type(exc).__name__})", path=name
         ) from None
     if not isinstance(judge, dict) or judge.get("format") != JUDGE_FORMAT:
-        raise InputError(f"not a {JUDGE_FORMAT} judge file", path=str(path))
+        raise InputError(f"not a {JUDGE_FORMAT} judge file", path=name)
     return judge
+
+
+def _check_unpacked_size(path: Path, name: str) -> None:
+    """Refuse an archive whose members would unpack past the bounds, before reading any."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"not a judge file written by `ucsj fit` ({exc})", path=name) from None
+    schema = sum(m.file_size for m in members if m.filename == "schema.json")
+    total = sum(m.file_size for m in members)
+    if len(members) > MAX_MEMBERS or schema > MAX_SCHEMA_BYTES or total > MAX_UNPACKED_BYTES:
+        raise InputError(
+            f"judge archive is too large to be one `ucsj fit` writes ({len(members)} members, "
+            f"schema {schema:,} bytes, {total:,} bytes unpacked; at most {MAX_MEMBERS:,}, "
+            f"{MAX_SCHEMA_BYTES:,} and {MAX_UNPACKED_BYTES:,}); refusing it",
+            path=name,
+        )

@@ -295,6 +295,19 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
             raise InputError(
                 f"must be {_EXPECTED[kind]}, got {value!r}", path=path, line=line, field=name
             )
+    unreadable = row.get("unreadable")
+    if unreadable is not None and not _fraction(unreadable):
+        raise InputError(
+            f"must be a share from 0 to 1 or null, got {unreadable!r}",
+            path=path,
+            line=line,
+            field="unreadable",
+        )
+
+
+def _fraction(value: Any) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and 0 <= value <= 1
 
 
 _EXPECTED = {
@@ -491,6 +504,10 @@ def _shift_gate(report: Report, gate: Gate) -> list[GateResult]:
         if group not in report.shift.languages:
             raise InputError(f"--gate '{gate.text}': no scores in '{group}' among --scores")
         value = report.shift.languages[group].shift
+        if math.isnan(value):  # undefined is never good enough
+            why = "no readable answers to compare with the reference"
+            results.append(GateResult(gate, report.shift_source, group, value, False, why))
+            continue
         passed = _OPS[gate.op](value, gate.threshold)
         results.append(GateResult(gate, report.shift_source, group, value, passed))
     return results

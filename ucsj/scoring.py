@@ -20,8 +20,8 @@ from typing import Any
 from ucsj.answers import numbered_answers, single_answer
 from ucsj.criteria import CriteriaSet, Question
 from ucsj.data import Sample, SampleFile
-from ucsj.errors import BackendError
-from ucsj.io import dump_json_line, open_output
+from ucsj.errors import BackendError, CacheMissError
+from ucsj.io import dump_json_line, open_output, refuse_overwriting_inputs
 from ucsj.llm import CacheMode, ChatRequest, Completion, LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
 from ucsj.llm.record_memo import RecordMemo, code_digest, memo_key
@@ -159,14 +159,29 @@ async def score_output(
             scored.errors.append(f"{call.name}: {result}")
             scored.answers[call.name] = None
             continue
+        if isinstance(result, CacheMissError):  # replay: stop, naming what is missing
+            raise CacheMissError(
+                f"sample '{sample.id}' (line {sample.line}), {_call_label(criteria, call)}: "
+                f"{result}"
+            ) from None
         if isinstance(result, BaseException):
-            raise result  # a cache miss in replay mode or a bug: stop the run
+            raise result  # a bug, an unreachable endpoint, a broken cache: stop the run
         scored.answers[call.name] = result.text
         for key in ("prompt_tokens", "completion_tokens"):
             scored.usage[key] += result.usage.get(key, 0)
         for question, value in zip(call.questions, call_values(call, result), strict=True):
             scored.z[question.id] = None if value is None else round(value, 6)
     return scored
+
+
+def _call_label(criteria: CriteriaSet, call: Call) -> str:
+    """What a call asks, for messages: the concept or question, by id and name."""
+    for concept in criteria.concepts:
+        if concept.id == call.name:
+            return f"concept {concept.id} ({concept.name})"
+    if call.name == "all":
+        return "the call for all questions"
+    return f"question {call.name}"
 
 
 async def _fetch_all(client: LLMClient, calls: list[Call]) -> list[Any]:
@@ -236,26 +251,48 @@ class ScoredLine:
     values: int
     unreadable: int
     failure: tuple[str, str] | None = None  # (sample id, reason)
+    cache_keys: tuple[str, ...] = ()  # the responses the line was computed from
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> ScoredLine:
         zs = [record["z"], record.get("z_b", {})]
         error = record.get("error")
+        keys = [*record["keys"].values(), *record.get("keys_b", {}).values()]
         return cls(
             dump_json_line(record),
             record["lang"],
             sum(len(z) for z in zs),
             sum(v is None for z in zs for v in z.values()),
             None if error is None else (record["id"], error),
+            tuple(keys),
         )
 
     def to_memo(self) -> str:
-        return f"{self.lang}\t{self.values}\t{self.unreadable}\t{self.line}"
+        """The memo value: a digest, then what the summary counts, the cache keys and the line."""
+        body = (
+            f"{self.lang}\t{self.values}\t{self.unreadable}\t{','.join(self.cache_keys)}\t"
+            f"{self.line}"
+        )
+        return f"{_memo_digest(body)}\t{body}"
 
     @classmethod
-    def from_memo(cls, text: str) -> ScoredLine:
-        lang, values, unreadable, line = text.split("\t", 3)
-        return cls(line, lang, int(values), int(unreadable))
+    def from_memo(cls, text: str) -> ScoredLine | None:
+        """The line a memo value holds; None when it fails its digest or cannot be parsed
+        (the line is then computed again)."""
+        digest, _, body = text.partition("\t")
+        if digest != _memo_digest(body):
+            return None
+        try:
+            lang, values, unreadable, keys, line = body.split("\t", 4)
+            return cls(
+                line, lang, int(values), int(unreadable), None, tuple(filter(None, keys.split(",")))
+            )
+        except ValueError:
+            return None
+
+
+def _memo_digest(body: str) -> str:
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def score_file(
@@ -278,6 +315,7 @@ def score_file(
     """
     if scoring not in SCORINGS:
         raise ValueError(f"unknown scoring granularity {scoring!r}")
+    refuse_overwriting_inputs([output], [data])
     samples = SampleFile(data, task, lang)
     count = samples.validate().count
     if on_validated is not None:
@@ -318,10 +356,10 @@ async def score_lines(
             return
         for chunk in batched(samples.raw_lines(), MEMO_BATCH):
             keys = [memo_key(context, text) for _, text in chunk]
-            hits = memo.get_many(keys)
+            hits = usable_memo_lines(client, memo.get_many(keys))
             for (number, text), key in zip(chunk, keys, strict=True):
                 hit = hits.get(key)
-                yield Done(ScoredLine.from_memo(hit)) if hit else (key, samples.parse(number, text))
+                yield Done(hit) if hit else (key, samples.parse(number, text))
             memo.put_many(fresh)
             fresh.clear()
 
@@ -337,6 +375,28 @@ async def score_lines(
         yield scored
     if memo is not None:
         memo.put_many(fresh)
+
+
+def usable_memo_lines(client: LLMClient, values: dict[bytes, str]) -> dict[bytes, ScoredLine]:
+    """The memo values' lines that pass their digest and whose responses are all still in the
+    cache (a memo that outlived its cache must not answer a replay alone)."""
+    lines = {}
+    for key, value in values.items():
+        scored = ScoredLine.from_memo(value)
+        if scored is not None:
+            lines[key] = scored
+    if len(lines) < len(values):
+        log.warning(
+            "%d record memo lines fail their check; computing them again", len(values) - len(lines)
+        )
+    if client.cache is None:
+        return {}
+    present = client.cache.present(k for scored in lines.values() for k in scored.cache_keys)
+    return {
+        key: scored
+        for key, scored in lines.items()
+        if scored.cache_keys and present.issuperset(scored.cache_keys)
+    }
 
 
 def memo_context(

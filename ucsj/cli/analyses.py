@@ -30,7 +30,7 @@ from ucsj.cli.base import (
 )
 from ucsj.criteria import load_criteria
 from ucsj.errors import InputError
-from ucsj.io import read_json_lines, write_json
+from ucsj.io import read_json_lines, refuse_overwriting_inputs, write_json
 from ucsj.llm import ResponseCache
 from ucsj.llm.cache import default_cache_dir
 from ucsj.plots import plot_bars, plot_efficiency, plot_importance
@@ -144,6 +144,7 @@ def analyze_sample_efficiency(
     plot_path: Path,
 ) -> None:
     """How many English labels are needed (paper 5.2, Figure 2)."""
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     points = sample_efficiency(
         _binary_scores(train),
         _read_many(targets),
@@ -201,6 +202,7 @@ def analyze_importance(
     heatmap_path: Path,
 ) -> None:
     """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4)."""
+    refuse_overwriting_inputs([json_path, plot_path, heatmap_path], [*scores, criteria])
     result = criteria_importance(_read_many(scores), load_criteria(criteria), reference=reference)
     rows = []
     for lang in result.profiles:
@@ -245,6 +247,7 @@ def analyze_modules(
     plot_path: Path,
 ) -> None:
     """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     table = module_comparison(
         _binary_scores(train),
         _read_many(targets),
@@ -295,6 +298,7 @@ def analyze_aggregator(
     plot_path: Path,
 ) -> None:
     """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
+    refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria, *llm_paths])
     criteria_set = load_criteria(criteria)
     judge = fit_judge(_binary_scores(train), criteria_set, module=module, seeds=seeds)
     target_records = _read_many(targets)
@@ -423,6 +427,7 @@ def analyze_shift(
     from ucsj.plots import plot_shift
     from ucsj.shift import shift_report
 
+    refuse_overwriting_inputs([json_path, plot_path], [*scores, judge_path])
     judge = load_judge(judge_path)
     records = [r for path in scores for r in read_scores(path)]
     result = shift_report(judge, records, source=", ".join(map(str, scores)))

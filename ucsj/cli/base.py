@@ -107,6 +107,7 @@ def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
             cache_mode=CacheMode(cache_mode),
             cache_dir=cache_dir or default_cache_dir(),
         )
+        settings.validate()  # a bad option fails at once, before any input is read
         return func(*args, settings=settings, **kwargs)
 
     for option in reversed(options):

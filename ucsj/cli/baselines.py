@@ -20,7 +20,7 @@ from ucsj.cli.base import (
 from ucsj.criteria import load_criteria
 from ucsj.data import SampleFile
 from ucsj.errors import BackendError, InputError
-from ucsj.io import read_json_lines
+from ucsj.io import read_json_lines, refuse_overwriting_inputs
 from ucsj.llm import LLMSettings
 from ucsj.methods import (
     METHODS,
@@ -115,6 +115,9 @@ def judge(
 
     Example: ucsj judge fr.jsonl --method cot --task rag-faithfulness -o fr.cot.jsonl
     """
+    refuse_overwriting_inputs(
+        [output], [data, guidelines_path, calibrate_path, scores_path, criteria_path]
+    )
     criteria = load_criteria(criteria_path) if criteria_path else None
     if task_spec is None and criteria is None:
         raise InputError("--task is needed (or --criteria, whose task is then used)")

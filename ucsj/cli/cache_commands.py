@@ -65,11 +65,15 @@ def cache_export(output: Path, cache_dir: Path | None) -> None:
 
 @cache.command("import")
 @click.argument(
-    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    "files",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
 )
 @cache_dir_option
 def cache_import(files: tuple[Path, ...], cache_dir: Path | None) -> None:
-    """Load entries from exported JSONL files, checking every key."""
+    """Load entries from exported JSONL files (- for standard input), checking every key and
+    response digest."""
     with _open_cache(cache_dir, must_exist=False) as store:
         for path in files:
             count = store.import_file(path)
@@ -97,6 +101,7 @@ def cache_clear(yes: bool, cache_dir: Path | None) -> None:
     """Delete every entry (export first to keep them)."""
     with _open_cache(cache_dir) as store:
         if not yes and not click.confirm(f"delete all {len(store)} entries of {store.directory}?"):
-            raise click.Abort()
+            console.info("nothing deleted")  # a declined confirmation is not an error: exit 0
+            return
         count = store.clear()
     console.info(f"deleted {count} entries")

@@ -24,6 +24,7 @@ from ucsj.convert import (
     mm_eval_samples,
     write_samples,
 )
+from ucsj.io import refuse_overwriting_inputs
 
 
 @cli.group(context_settings=CONTEXT)
@@ -42,6 +43,7 @@ def convert_memerag(raw: tuple[Path, ...], lang: str | None, output: Path) -> No
     Example: ucsj convert memerag memerag/fr.jsonl -o fr.jsonl
     """
     samples = itertools.chain.from_iterable(memerag_samples(p, lang) for p in raw)
+    refuse_overwriting_inputs([output], raw)
     _report_conversion(write_samples(samples, output), output)
 
 
@@ -68,6 +70,7 @@ def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, outp
 
     Example: ucsj convert mface mface.csv --rule min --threshold 1 -o mface.jsonl
     """
+    refuse_overwriting_inputs([output], [raw])
     _report_conversion(write_samples(mface_samples(raw, rule, threshold, lang), output), output)
 
 
@@ -90,6 +93,7 @@ def convert_mm_eval(
 
     Example: ucsj convert mm-eval mm-eval.jsonl --subset chat -o chat.jsonl
     """
+    refuse_overwriting_inputs([output], [raw])
     _report_conversion(write_samples(mm_eval_samples(raw, subsets, lang), output), output)
 
 
@@ -112,6 +116,7 @@ def convert_liteval(raw: Path, score_column: str, shift: int, output: Path | Non
 
     Example: ucsj convert liteval Student_annotation_2_de-en.csv -o de-en.jsonl
     """
+    refuse_overwriting_inputs([output], [raw])
     _report_conversion(write_samples(liteval_samples(raw, score_column, shift), output), output)
 
 

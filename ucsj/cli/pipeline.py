@@ -23,7 +23,7 @@ from ucsj.cli.base import (
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.errors import BackendError, GateFailed, InputError
 from ucsj.gen import GEN_MODES, generate_criteria
-from ucsj.io import dump_json_line, open_output, read_json_lines
+from ucsj.io import dump_json_line, open_output, read_json_lines, refuse_overwriting_inputs
 from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.report import (
@@ -106,6 +106,7 @@ def gen(
 
     Example: ucsj gen --task rag-faithfulness -o criteria.json
     """
+    refuse_overwriting_inputs([output], [Path(task_spec)])
     task = load_task(task_spec)
     criteria = generate_criteria(
         task, settings, mode=mode, n_concepts=n_concepts, n_questions=n_questions
@@ -156,6 +157,7 @@ def score(
 
     Example: ucsj score data.jsonl --criteria criteria.json --lang fr -o scores.jsonl
     """
+    refuse_overwriting_inputs([output], [data, criteria_path])
     criteria = load_criteria(criteria_path)
     task = load_task(task_spec or criteria.task)
     summary = _score_with_progress(data, criteria, task, output, settings, lang, scoring)
@@ -344,6 +346,7 @@ def fit(
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
+    refuse_overwriting_inputs([output], [train_path, criteria_path])
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
     )
@@ -418,6 +421,7 @@ def predict(
 
     Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
+    refuse_overwriting_inputs([output], [data, judge_path])
     judge = load_judge(judge_path)
     meta = judge["meta"]
     criteria = criteria_from_json(meta["criteria"], str(judge_path))
@@ -514,6 +518,7 @@ def report(
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
+    refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from ucsj.errors import BackendError, CacheMissError, InputError
 from ucsj.llm.cache import CacheMode, ResponseCache, default_cache_dir, make_entry
 from ucsj.llm.request import ChatRequest
 from ucsj.llm.response import Completion, MalformedResponse, parse_completion
+from ucsj.redact import redact, redact_url
 
 log = logging.getLogger("ucsj")
 
@@ -88,6 +90,23 @@ class LLMSettings:
             raise InputError("--max-retries must be 0 or more")
         if not self.model:
             raise InputError("--model must not be empty")
+        check_base_url(self.resolved_base_url())
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a base URL that no request could ever reach (exit 2 before any retry)."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError past 65535
+    except ValueError as exc:
+        raise InputError(f"--base-url {shown} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(
+            f"--base-url {shown} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
+        )
+    if port == 0:
+        raise InputError(f"--base-url {shown}: port 0 is not a port")
 
 
 class HttpShards:
@@ -246,6 +265,12 @@ class LLMClient:
 
     def __init__(self, settings: LLMSettings, cache: ResponseCache | None = None) -> None:
         settings.validate()
+        cache_dir = Path(settings.cache_dir or default_cache_dir())
+        if cache is None and settings.cache_mode == CacheMode.REPLAY and not cache_dir.is_dir():
+            raise InputError(
+                f"--cache replay: no cache directory at {cache_dir} (replay reads "
+                "recorded responses only; record them first or point --cache-dir at them)"
+            )
         self.settings = settings
         self.mode = CacheMode(settings.cache_mode)
         self.stats = ClientStats()
@@ -308,7 +333,7 @@ class LLMClient:
         if self.mode is CacheMode.REPLAY:
             raise CacheMissError(
                 f"replay mode: no cached response for a request to model '{request.model}' "
-                f"(key {request.key[:16]}…, first message: {_snippet(request.messages)}); "
+                f"(key {request.key[:16]}…, last message: {_snippet(request.messages[-1:])}); "
                 "record it with --cache readwrite or import the fixture that holds it"
             )
         self._warn_alias(request.model)
@@ -343,8 +368,15 @@ class LLMClient:
         if fetch is None:
             fetch = asyncio.ensure_future(self._send_with_retries(request))
             self._inflight[key] = fetch
-            fetch.add_done_callback(lambda _: self._inflight.pop(key, None))
+            fetch.add_done_callback(lambda done: self._fetch_done(key, done))
         return await asyncio.shield(fetch)
+
+    def _fetch_done(self, key: str, done: asyncio.Future[Any]) -> None:
+        self._inflight.pop(key, None)
+        # Mark the outcome as seen: when the run stops early (an unreachable endpoint) nobody
+        # awaits the other requests, and asyncio would print a traceback for each of them.
+        if not done.cancelled():
+            done.exception()
 
     # -- cache -------------------------------------------------------------------------------
 
@@ -459,29 +491,54 @@ class LLMClient:
                 wait = _retry_after(response)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 reason, wait = _transport_reason(exc, self.settings.timeout), None
+                if self._refused_locally(exc, attempt):
+                    attempt = max(attempt, self.settings.max_retries)
             except (ValueError, MalformedResponse) as exc:  # JSON decode errors are ValueErrors
                 reason, wait = f"malformed response ({exc})", None
             if attempt >= self.settings.max_retries:
                 self.stats.failures += 1
                 if not self._answered and reason.startswith("connection error"):
                     raise EndpointUnreachable(
-                        f"cannot connect to {self._base_url} ({reason}); start the server, or "
-                        "check --base-url / OPENAI_BASE_URL"
+                        f"cannot connect to {redact_url(self._base_url)} ({reason}); start the "
+                        "server, or check --base-url / OPENAI_BASE_URL"
                     )
                 raise RequestFailed(
                     f"{self._host}: {reason}; gave up after {attempt + 1} "
                     f"attempt{'s' if attempt else ''}"
                 )
             delay = self._backoff(attempt, wait)
-            log.debug("retrying after %s in %.2fs", reason, delay)
+            if (
+                reason.startswith("connection error")
+                and not self._answered
+                and _is_loopback(self._host)
+            ):
+                delay = min(delay, LOOPBACK_RETRY_S)
+            log.debug(
+                "%s: %s; retry %d of %d in %.2fs",
+                self._host,
+                reason,
+                attempt + 1,
+                self.settings.max_retries,
+                delay,
+            )
             self.stats.retries += 1
             attempt += 1
             await asyncio.sleep(delay)
 
     def _redact(self, text: str) -> str:
-        """Servers sometimes echo the key they rejected; never let it reach a message."""
-        key = self.settings.resolved_api_key()
-        return text.replace(key, "***") if key else text
+        """Servers sometimes echo the key they rejected (in any case); never let it reach a
+        message."""
+        return redact(text, [self.settings.resolved_api_key()])
+
+    def _refused_locally(self, exc: Exception, attempt: int) -> bool:
+        """A refused connection to a loopback address that never answered: nothing listens
+        there, so one short retry (a server still starting) is all that is worth waiting."""
+        return (
+            isinstance(exc, httpx.ConnectError)
+            and not self._answered
+            and attempt >= 1
+            and _is_loopback(self._host)
+        )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -546,6 +603,20 @@ def is_alias(model: str) -> bool:
 def _same_model(requested: str, returned: str) -> bool:
     a, b = requested.lower(), returned.lower()
     return a == b or b.startswith(a) or a.startswith(b) or a.split("/")[-1] in b
+
+
+LOOPBACK_RETRY_S = 0.5
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    name = name.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _host_of(url: str) -> str:

@@ -3,8 +3,11 @@
 A rerun of `score` on unchanged inputs would rebuild every prompt, hash it, read and parse each
 cached response and each answer, only to write the same line again. The memo skips that: its
 key digests the input line, the task, the criteria, the scoring settings and ucsj's own code
-and templates; its value is the output line. A line is computed from responses as the cache
-holds them (the client adopts the first recording of a request), so it agrees with the cache.
+and templates; its value is the output line, with a digest and the cache keys of the
+responses it was computed from (ucsj/scoring.py, ScoredLine.to_memo): a value that fails its
+digest, cannot be parsed, or whose responses have left the cache is not used. A line is computed
+from responses as the cache holds them (the client adopts the first recording of a request), so
+it agrees with the cache.
 
 Anything that can change a recorded response (a `--cache refresh` run, `cache import`, `cache
 clear`) empties the memo and advances its generation; a process that opened the memo before
@@ -24,7 +27,7 @@ from pathlib import Path
 log = logging.getLogger("ucsj.memo")
 
 FILE_NAME = "records.sqlite3"
-MEMO_SCHEMA = 1
+MEMO_SCHEMA = 2  # 2: values carry a digest and their cache keys
 
 
 class RecordMemo:
