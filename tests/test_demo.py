@@ -32,6 +32,29 @@ def test_demo_replays_offline_and_prints_the_report(tmp_path):
     criteria = json.loads((tmp_path / "w" / "criteria.json").read_text())
     assert criteria["generated_by"]["model"] == "smollm2-135m-instruct-q4_1"
     assert not (tmp_path / "cache").exists(), "the demo leaves the default ./cache alone"
+    replay_printed_commands(proc.stdout, tmp_path / "w", tmp_path / "by-hand")
+
+
+def replay_printed_commands(stdout: str, workdir, again) -> None:
+    """The commands `demo --workdir` prints, run into another folder, make the same files."""
+    import shlex
+
+    from conftest import ucsj
+
+    commands = [line for line in stdout.splitlines() if line.startswith("ucsj ")]
+    assert [c.split()[1] for c in commands] == [
+        "cache", "gen", *["score"] * 5, "fit", *["predict"] * 4, "report",
+    ]  # fmt: skip
+    assert "--concepts 4 --questions 4" in commands[1]
+    assert "--scoring per-criterion" in commands[2]
+    for command in commands:
+        argv = shlex.split(command.replace(str(workdir), str(again)))
+        assert ucsj(*argv[1:]) == 0, command
+    names = ["criteria.json", "judge.skops"]
+    names += [f"{lang}.scores.jsonl" for lang in ("en", "fr", "de", "es", "hi")]
+    names += [f"{lang}.preds.jsonl" for lang in ("fr", "de", "es", "hi")]
+    for name in names:
+        assert (again / name).read_bytes() == (workdir / name).read_bytes(), name
 
 
 # -- every baseline judge replays the built-in model's real recordings -------------------------
@@ -102,3 +125,23 @@ def test_every_baseline_replays_the_recorded_model(demo_subset, method):
     assert all(r["method"] == method for r in rows)
     assert all(r["pred"] in (0, 1, None) and "error" not in r for r in rows)
     assert ucsj("report", *map(str, outputs)) == 0
+
+
+def test_live_demo_commands_call_the_endpoint_and_replay_nothing(tmp_path):
+    from pathlib import Path
+
+    from ucsj.demo import demo_commands
+
+    settings = LLMSettings(
+        model="m-2024-01-01", base_url="http://127.0.0.1:8080/v1", cache_dir=Path("cache")
+    )
+    commands = demo_commands(settings, Path("run"), live=True)
+    assert commands[0].startswith("ucsj gen --task rag-faithfulness --concepts 4 --questions 4")
+    assert all("cache import" not in c and "--cache replay" not in c for c in commands)
+    assert all(
+        c.endswith("--cache-dir cache --model m-2024-01-01 --base-url http://127.0.0.1:8080/v1")
+        for c in commands[:6]
+    )
+    assert commands[-1] == (
+        "ucsj report run/fr.preds.jsonl run/de.preds.jsonl run/es.preds.jsonl run/hi.preds.jsonl"
+    )

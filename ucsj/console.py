@@ -7,9 +7,12 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 # Piped output gets 120 columns rather than rich's 80, so report tables stay on one line a row.
 err = Console(
@@ -63,6 +66,14 @@ def progress(description: str) -> Iterator[ProgressBar]:
     if not interactive():
         yield ProgressBar(None, description)
         return
+    from rich.progress import (  # here: most commands never draw a bar
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ucsj.errors import InputError
 from ucsj.io import parse_json_line, read_json_lines, read_text_lines
 from ucsj.languages import is_language_code
@@ -87,6 +85,8 @@ class SampleFile:
             labelled += next(iter(sample.gold(self.task.kind).values())) is not None
         if not hashes:
             raise InputError("no records: the file is empty", path=str(self.path))
+        import numpy as np  # here: the command line starts without it
+
         if len(np.unique(np.frombuffer(hashes, dtype=np.uint64))) != len(hashes):
             self._raise_duplicate()
         return DataSummary(str(self.path), len(hashes), labelled, dict(sorted(langs.items())))

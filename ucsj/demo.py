@@ -7,6 +7,7 @@ needs no model, no key and no network. `live=True` runs the same against a real 
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +19,7 @@ from ucsj.gen import generate_criteria
 from ucsj.io import atomic_writer, dump_json_line
 from ucsj.judge_file import save_judge
 from ucsj.llm import CacheMode, LLMSettings, ResponseCache
+from ucsj.llm.client import DEFAULT_MODEL
 from ucsj.report import Report, build_report
 from ucsj.scores import read_scores
 from ucsj.scoring import failure_message, score_file
@@ -32,6 +34,7 @@ DEMO_QUESTIONS = 4
 # generated token, so this is several times faster than per-concept there, and every answer
 # of a small model has a readable P(yes).
 DEMO_SCORING = "per-criterion"
+DEMO_TASK = "rag-faithfulness"
 RECORDINGS = "responses.jsonl"
 UNREACHABLE = "http://127.0.0.1:9/v1"  # replay never connects; this makes sure of it
 
@@ -68,7 +71,7 @@ def run_demo(
         )
         with ResponseCache(settings.cache_dir) as cache:
             cache.import_file(recordings)
-    task = load_task("rag-faithfulness")
+    task = load_task(DEMO_TASK)
     step(f"gen: criteria for {task.name} by {settings.model}")
     criteria = generate_criteria(
         task, settings, n_concepts=DEMO_CONCEPTS, n_questions=DEMO_QUESTIONS
@@ -102,6 +105,49 @@ def run_demo(
         predictions.append(path)
     step("predict: " + ", ".join(lang for lang in DEMO_LANGS if lang != TRAIN_LANG))
     return build_report(predictions)
+
+
+def demo_commands(
+    settings: LLMSettings, workdir: Path, *, fixtures: Path | None = None, live: bool = False
+) -> list[str]:
+    """The `ucsj` commands that redo what run_demo did into `workdir`, step by step."""
+    fixtures = fixtures or demo_dir()
+    cache_dir = workdir / "cache" if not live else settings.cache_dir
+
+    def line(*words: object) -> str:
+        return " ".join(shlex.quote(str(w)) for w in words)
+
+    llm = ["--cache-dir", cache_dir]
+    if settings.model != DEFAULT_MODEL:
+        llm += ["--model", settings.model]
+    if live:
+        llm += ["--base-url", settings.base_url] if settings.base_url else []
+    else:
+        llm += ["--cache", "replay"]
+    criteria = workdir / "criteria.json"
+    commands = [] if live else [line("ucsj", "cache", "import", fixtures / RECORDINGS, *llm[:2])]
+    commands.append(
+        line(
+            "ucsj", "gen", "--task", DEMO_TASK, "--concepts", DEMO_CONCEPTS,
+            "--questions", DEMO_QUESTIONS, "-o", criteria, *llm,
+        )
+    )  # fmt: skip
+    for lang in DEMO_LANGS:
+        commands.append(
+            line(
+                "ucsj", "score", fixtures / f"{lang}.jsonl", "--criteria", criteria,
+                "--scoring", DEMO_SCORING, "-o", workdir / f"{lang}.scores.jsonl", *llm,
+            )
+        )  # fmt: skip
+    judge = workdir / "judge.skops"
+    train = workdir / f"{TRAIN_LANG}.scores.jsonl"
+    commands.append(line("ucsj", "fit", "--train", train, "--criteria", criteria, "-o", judge))
+    targets = [lang for lang in DEMO_LANGS if lang != TRAIN_LANG]
+    for lang in targets:
+        scores, preds = workdir / f"{lang}.scores.jsonl", workdir / f"{lang}.preds.jsonl"
+        commands.append(line("ucsj", "predict", scores, "--judge", judge, "-o", preds))
+    commands.append(line("ucsj", "report", *(workdir / f"{lang}.preds.jsonl" for lang in targets)))
+    return commands
 
 
 def run_demo_in(settings: LLMSettings, workdir: Path | None, **options: object) -> Report:

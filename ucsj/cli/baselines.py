@@ -10,6 +10,7 @@ import click
 from ucsj import console
 from ucsj.cli.base import (
     CONTEXT,
+    LazyChoice,
     _where,
     cli,
     data_argument,
@@ -22,15 +23,6 @@ from ucsj.data import SampleFile
 from ucsj.errors import BackendError, InputError
 from ucsj.io import read_json_lines, refuse_overwriting_inputs
 from ucsj.llm import LLMSettings
-from ucsj.methods import (
-    METHODS,
-    THRESHOLD_METHODS,
-    JudgeOptions,
-    fit_reweighting,
-    judge_file,
-    judge_rows,
-)
-from ucsj.methods.calibration import DEFAULT_THRESHOLD, checklist_scores, choose_threshold
 from ucsj.scores import read_scores
 from ucsj.tasks import Task, load_task
 
@@ -40,7 +32,7 @@ from ucsj.tasks import Task, load_task
 @click.option(
     "--method",
     required=True,
-    type=click.Choice(list(METHODS)),
+    type=LazyChoice("ucsj.methods", "METHODS"),
     help="The judge to run (see ucsj/methods/ for each protocol).",
 )
 @click.option(
@@ -115,8 +107,12 @@ def judge(
 
     Example: ucsj judge fr.jsonl --method cot --task rag-faithfulness -o fr.cot.jsonl
     """
+    from ucsj.methods import THRESHOLD_METHODS, JudgeOptions, fit_reweighting, judge_file
+    from ucsj.methods.calibration import DEFAULT_THRESHOLD, checklist_scores, choose_threshold
+
     refuse_overwriting_inputs(
-        [output], [data, guidelines_path, calibrate_path, scores_path, criteria_path]
+        [output],
+        [data, guidelines_path, calibrate_path, checklist_path, scores_path, criteria_path],
     )
     criteria = load_criteria(criteria_path) if criteria_path else None
     if task_spec is None and criteria is None:
@@ -222,6 +218,8 @@ def _calibration_rows(
     path: Path, method: str, task: Task, settings: LLMSettings, lang: str | None
 ) -> list[dict[str, Any]]:
     """Rows with item scores: read from the method's predictions, or judged from a data file."""
+    from ucsj.methods import JudgeOptions, judge_rows
+
     for _, first in read_json_lines(path):
         if isinstance(first, dict) and first.get("method") == method:
             return [row for _, row in read_json_lines(path)]

@@ -14,11 +14,10 @@ from ucsj.cli.base import (
     llm_options,
 )
 from ucsj.cli.pipeline import print_report
-from ucsj.demo import run_demo_in
 from ucsj.errors import BackendError
 from ucsj.llm import LLMSettings
 from ucsj.llm.client import DEFAULT_MODEL
-from ucsj.serve import LocalServer, serve_forever
+from ucsj.serve import LocalServer, crash_message, serve_forever
 
 
 @cli.command(context_settings=CONTEXT)
@@ -69,7 +68,7 @@ def serve(
 
     code = serve_forever(server, announce)
     if code:
-        raise BackendError(f"the llama.cpp server exited with code {code}")
+        raise BackendError(crash_message(code, "while serving"))
 
 
 REPLAY_BANNER = (
@@ -102,11 +101,19 @@ REPLAY_BANNER = (
 def demo(live: bool, workdir: Path | None, fixtures: Path | None, settings: LLMSettings) -> None:
     """Run gen, score, fit (English), predict (fr, de, es, hi) and report on the demo set.
 
-    Offline by default, from recorded responses of the built-in model.
+    Offline by default, from recorded responses of the built-in model. With --workdir the
+    files stay there and the equivalent gen, score, fit, predict and report commands are
+    printed, to replay the demo by hand.
+
+    Example: ucsj demo --workdir demo-run
     """
+    from ucsj.demo import demo_commands, run_demo_in  # scikit-learn, only when it runs
+
     if not live:
         console.info(REPLAY_BANNER)
     result = run_demo_in(settings, workdir, fixtures=fixtures, live=live, step=console.info)
     print_report(result)
     if workdir is not None:
-        console.info(f"files in {workdir}")
+        console.info(f"files in {workdir}; the same run, command by command:")
+        for command in demo_commands(settings, workdir, fixtures=fixtures, live=live):
+            console.out.print(command, markup=False, soft_wrap=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -12,8 +13,10 @@ from rich.table import Table
 from ucsj import console
 from ucsj.cli.base import (
     CONTEXT,
+    LazyChoice,
     _where,
     cli,
+    command_line,
     data_argument,
     file_option,
     lang_option,
@@ -26,22 +29,6 @@ from ucsj.gen import GEN_MODES, generate_criteria
 from ucsj.io import dump_json_line, open_output, read_json_lines, refuse_overwriting_inputs
 from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
-from ucsj.report import (
-    ALL,
-    AVG,
-    DETAIL_COLUMNS,
-    EXTRA_COLUMNS,
-    HEADLINE_TITLE,
-    Report,
-    build_report,
-    fmt,
-    headline,
-    parse_gate,
-    undefined_notes,
-    write_html,
-    write_json_report,
-    write_junit,
-)
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
 from ucsj.scoring import (
     SCORINGS,
@@ -50,15 +37,12 @@ from ucsj.scoring import (
     score_file,
     unreadable_problem,
 )
-from ucsj.shift import ALIGNMENTS, ShiftReport
-from ucsj.tasks import Task, load_task
-from ucsj.transfer import (
-    CV_REPEATS,
-    FEATURE_KINDS,
-    MODULES,
-    fit_judge,
-    predict_records,
-)
+from ucsj.tasks import PRESETS, Task, load_task
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
+
+if TYPE_CHECKING:
+    from ucsj.report import Report
+    from ucsj.shift import ShiftReport
 
 
 @cli.command(context_settings=CONTEXT)
@@ -66,7 +50,7 @@ from ucsj.transfer import (
     "--task",
     "task_spec",
     required=True,
-    help="A preset (rag-faithfulness, summary-faithfulness) or a TASK.toml file.",
+    help=f"A preset ({', '.join(PRESETS)}) or a TASK.toml file.",
 )
 @output_option("criteria.json")
 @click.option(
@@ -284,7 +268,7 @@ def _criteria_of_scores(
 )
 @click.option(
     "--module",
-    type=click.Choice(["auto", *MODULES]),
+    type=click.Choice(["auto", *MODULE_NAMES]),
     default="auto",
     show_default=True,
     help="Transfer module. auto: 5-fold cross-validation repeated 3 times (seeded, stratified) "
@@ -346,6 +330,9 @@ def fit(
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
+    from ucsj.report import fmt
+    from ucsj.transfer import CV_REPEATS, fit_judge
+
     refuse_overwriting_inputs([output], [train_path, criteria_path])
     records, criteria = _scores_or_score(
         train_path, criteria_path, None, lang, scoring, settings, task_spec
@@ -393,7 +380,7 @@ def fit(
 @click.option("--task", "task_spec", default=None, help="Task, when scoring a data file.")
 @click.option(
     "--align",
-    type=click.Choice(ALIGNMENTS),
+    type=LazyChoice("ucsj.shift", "ALIGNMENTS"),
     default="none",
     show_default=True,
     help="Label-free alignment per language: standardize moves each feature to English's mean "
@@ -421,6 +408,8 @@ def predict(
 
     Example: ucsj predict fr.scores.jsonl --judge judge.skops -o fr.preds.jsonl
     """
+    from ucsj.transfer import predict_records
+
     refuse_overwriting_inputs([output], [data, judge_path])
     judge = load_judge(judge_path)
     meta = judge["meta"]
@@ -518,6 +507,10 @@ def report(
 
     Example: ucsj report fr.preds.jsonl de.preds.jsonl --gate "ba>=0.75" --junit junit.xml
     """
+    from ucsj.report import build_report, parse_gate, write_json_report, write_junit
+
+    if figures and html_path is None:
+        raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
     refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
@@ -536,7 +529,12 @@ def report(
     if junit_path:
         write_junit(result, junit_path)
     if html_path:
-        write_html(result, html_path, list(figures))
+        from ucsj.report_html import collect_provenance, write_html
+
+        others = [*([judge_path] if judge_path else []), *scores_paths]
+        context = click.get_current_context()
+        provenance = collect_provenance(list(predictions), command_line(context), others=others)
+        write_html(result, html_path, provenance, list(figures))
     for gate in result.gates:
         if not gate.passed:
             console.err.print(gate.line(), markup=False)
@@ -559,6 +557,17 @@ def _shift_of(judge_path: Path | None, scores_paths: tuple[Path, ...]) -> ShiftR
 
 
 def print_report(result: Report) -> None:
+    from ucsj.report import (
+        ALL,
+        AVG,
+        DETAIL_COLUMNS,
+        EXTRA_COLUMNS,
+        HEADLINE_TITLE,
+        fmt,
+        headline,
+        undefined_notes,
+    )
+
     title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
         table = Table(
