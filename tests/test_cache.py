@@ -212,3 +212,22 @@ def test_api_key_never_lands_in_cache_outputs_or_logs(tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_holds_all_and_present_agree_on_a_missing_key(tmp_path, monkeypatch):
+    """The rerun's one-count check says no as soon as one key is missing and yes when all are
+    stored, whatever the batching and however often a key is given."""
+    monkeypatch.setattr("ucsj.llm.cache._KEYS_PER_QUERY", 2)  # several queries per call
+    with ResponseCache(tmp_path / "c") as cache:
+        stored = []
+        for i in range(5):
+            entry = _entry(f"text {i}")
+            cache.put(entry)
+            stored.append(entry["key"])
+        missing = "0" * 64
+        assert cache.holds_all(stored) and cache.present(stored) == set(stored)
+        assert not cache.holds_all([*stored, missing])
+        assert not cache.holds_all([stored[0], missing, stored[0]])
+        assert cache.holds_all([stored[1], stored[1], *stored])
+        assert cache.present([*stored, missing]) == set(stored)
+        assert cache.holds_all([])

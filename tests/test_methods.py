@@ -54,19 +54,23 @@ class ScriptedBaselines:
         self.labels, self.garbage = labels, garbage
 
     def __call__(self, body: dict) -> Reply:
-        prompt = body["messages"][-1]["content"]
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        prompt = next((u for u in users if "<output>" in u), users[-1])
+        last = body["messages"][-1]["content"]
         if self.garbage:
             return Reply(text="I would rather not say.")
         output = re.search(r"<output>\n(.*?)\n</output>", prompt, re.S)
         label = self.labels[output.group(1)] if output else None
         word = " Yes" if label else " No"
         ending = prompt.rstrip().rsplit("\n", 1)[-1]
-        if ending == "Answer with Yes or No only." or body["max_tokens"] == 1:
+        if ending.startswith("Answer with Yes") or body["max_tokens"] == 1:
             p = 0.9 if label else 0.2
             return Reply(tokens=[(word, {" Yes": p, " No": 1 - p})])
-        if 'last line that is exactly "Verdict: Yes"' in prompt:
+        if last == "":  # a ChatEval referee's turn before the final round
+            return Reply(text="I checked the year against the passage.")
+        if 'last line that is exactly "Verdict: Yes"' in last:
             return Reply(text=f"I compared the claims with the source.\nVerdict:{word}")
-        if ending == "Questions:":
+        if ending == "Questions:" or "list of binary (yes/no) questions" in prompt:
             return Reply(text="1. Is the year stated in the passages?\n2. Is the place right?")
         if ending == "Concepts:":
             return Reply(text="- a bridge\n- an opening year")

@@ -15,6 +15,7 @@ from record_settings import MODEL, SETTINGS, TARGETS
 
 from ucsj.criteria import load_criteria
 from ucsj.errors import InputError
+from ucsj.metrics import AVG
 from ucsj.scores import read_scores
 from ucsj.transfer import fit_judge, predict_records
 
@@ -252,6 +253,29 @@ def test_always_first_judge_scores_half_in_the_report(pairwise, tmp_path):
     metrics = report["methods"]["always-first"]["de"]
     assert code == 0
     assert (metrics["acc"], metrics["position_bias"], metrics["consistency"]) == (0.5, 1.0, 0.0)
+    # the CE-Judge paper's protocol shows the chosen response first: it rewards this bias
+    assert metrics["acc_chosen_first"] == 1.0 and metrics["cut_off"] == 0.0
+
+
+def test_the_report_shows_the_papers_protocol_beside_both_orders(pairwise, tmp_path, capsys):
+    code, report = report_json([pairwise[f"{lang}.ce"] for lang in TARGETS], tmp_path / "r.json")
+    assert code == 0
+    out = capsys.readouterr().out
+    assert all(word in out for word in ("chosen", "(paper)", "cut"))  # headings may wrap
+    judged = report["methods"]["ce-judge"]
+    for group, metrics in judged.items():
+        if group == AVG:  # the unweighted mean over the languages, as for every metric
+            mean = sum(judged[lang]["acc_chosen_first"] for lang in TARGETS) / len(TARGETS)
+            assert metrics["acc_chosen_first"] == pytest.approx(mean)
+            continue
+        rows_in = [
+            r for lang in TARGETS for r in rows(pairwise[f"{lang}.ce"])
+            if group in ("all", r["lang"], r.get("subset"), f"{r['lang']}/{r.get('subset')}")
+        ]  # fmt: skip
+        first = [r["pred"] if r["preference"] == "a" else r["pred_swapped"] for r in rows_in]
+        expected = sum(f == r["preference"] for f, r in zip(first, rows_in, strict=True))
+        expected /= len(rows_in)
+        assert metrics["acc_chosen_first"] == pytest.approx(expected), group
 
 
 def test_pairwise_predictions_need_both_orders(pairwise, tmp_path, capsys):

@@ -55,6 +55,25 @@ def test_rerun_comes_from_the_memo_byte_for_byte(tmp_path, monkeypatch, capsys):
     assert score(tmp_path, "b.jsonl", *offline) == first
 
 
+def test_a_line_whose_response_left_the_cache_is_computed_again(tmp_path):
+    """One deleted cache entry: only the line computed from it misses the memo (the batch's
+    other lines still come from it)."""
+    write_inputs(tmp_path)
+    with FakeLLMServer(lambda body: answer_lines([0.9, 0.9])) as server:
+        before = score(tmp_path, "a.jsonl", "--base-url", server.base_url)
+    with ResponseCache(tmp_path / "cache") as cache:
+        gone = cache.keys()[0]
+        cache._store.delete(gone)
+    with FakeLLMServer(lambda body: answer_lines([0.1, 0.1])) as server:
+        after = score(tmp_path, "b.jsonl", "--base-url", server.base_url)
+        assert server.count == 1  # the one call whose response was deleted
+    old, new = before.decode().splitlines(), after.decode().splitlines()
+    changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    assert len(changed) == 1
+    assert gone in json.loads(new[changed[0]])["keys"].values()
+    assert set(json.loads(new[changed[0]])["z"].values()) == {0.1, 0.9}  # one call re-asked
+
+
 def test_a_refresh_is_seen_by_the_next_run(tmp_path):
     write_inputs(tmp_path)
     with FakeLLMServer(lambda body: answer_lines([0.9, 0.9])) as server:

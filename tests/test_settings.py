@@ -106,6 +106,7 @@ def test_convert_mm_eval_balances_positions(tmp_path):
         }
         for i in range(40)
     ]
+    rows.append({**rows[0], "id": 98, "subset": "safety"})
     rows.append(
         {
             "id": 99,
@@ -120,7 +121,7 @@ def test_convert_mm_eval_balances_positions(tmp_path):
     out = tmp_path / "out.jsonl"
     assert ucsj("convert", "mm-eval", str(raw), "-o", str(out)) == 0
     samples = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(samples) == 40, "lang_res is left out by default"
+    assert len(samples) == 40, "CE-Judge's subsets by default: chat and reasoning"
     for s in samples:
         better = s["response_a"] if s["preference"] == "a" else s["response_b"]
         assert better.startswith("good")
@@ -129,6 +130,8 @@ def test_convert_mm_eval_balances_positions(tmp_path):
     assert SampleFile(out, load_task("multilingual-chat")).validate().count == 40
     assert ucsj("convert", "mm-eval", str(raw), "--subset", "reasoning", "-o", str(out)) == 0
     assert len(out.read_text().splitlines()) == 10
+    assert ucsj("convert", "mm-eval", str(raw), "--subset", "safety", "-o", str(out)) == 0
+    assert len(out.read_text().splitlines()) == 1, "other subsets on request"
 
 
 def test_convert_liteval_semicolon_csv(tmp_path):

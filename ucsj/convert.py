@@ -154,7 +154,8 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
     return ConvertSummary(written, dropped, labels)
 
 
-MM_EVAL_SKIPPED = ("lang_res",)  # usually left out of MM-Eval's core results
+# CE-Judge evaluates MM-Eval's chat and reasoning subsets; others only on request (--subset)
+MM_EVAL_SUBSETS = ("chat", "reasoning")
 
 
 def mm_eval_samples(
@@ -171,7 +172,7 @@ def mm_eval_samples(
             if not isinstance(row.get(name), str) or not row[name].strip():
                 raise InputError("missing or empty (is this MM-Eval?)", field=name, **where)
         subset = str(row.get("subset") or "")
-        if (subsets and subset not in subsets) or (not subsets and subset in MM_EVAL_SKIPPED):
+        if subset not in (subsets or MM_EVAL_SUBSETS):
             yield None
             continue
         code = lang or str(row.get("language") or "").lower()

@@ -28,6 +28,11 @@ class Sample:
     score: int | None = None  # pointwise tasks: the gold rating
     preference: str | None = None  # pairwise tasks: "a" or "b", the better response
     groups: tuple[tuple[str, str], ...] = ()  # report breakdowns carried through (GROUP_FIELDS)
+    source_lang: str | None = None  # the source's language where it differs (translation)
+
+    @property
+    def source_language(self) -> str:
+        return self.source_lang or self.lang
 
     def gold(self, kind: str) -> dict[str, Any]:
         """The gold field of the task kind, as scores and prediction records carry it."""
@@ -157,7 +162,17 @@ def sample_from_record(
         score=_score(record, fields.score, task.scale, fail) if kind == "pointwise" else None,
         preference=_preference(record, fields.preference, fail) if kind == "pairwise" else None,
         groups=_groups(record, fail),
+        source_lang=_source_lang(record, fail),
     )
+
+
+def _source_lang(record: dict[str, Any], fail: Any) -> str | None:
+    value = record.get("source_lang")
+    if value is None:
+        return None
+    if not is_language_code(value):
+        raise fail(f"'{value}' is not an ISO 639-1 language code", "source_lang")
+    return value
 
 
 def _text(record: dict[str, Any], name: str, fail: Any) -> str:

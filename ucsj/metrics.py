@@ -255,6 +255,20 @@ def pairwise_metrics(
     )
 
 
+def chosen_first_accuracy(
+    preferences: Sequence[str], forward: Sequence[str | None], swapped: Sequence[str | None]
+) -> float:
+    """Pairwise accuracy of the order that shows the better response first (the CE-Judge
+    paper's protocol): `forward` when it is "a", `swapped` (mapped back) when it is "b". A
+    missing verdict counts as wrong."""
+    if not preferences:
+        return float("nan")
+    right = [
+        (f if p == "a" else s) == p for p, f, s in zip(preferences, forward, swapped, strict=True)
+    ]
+    return float(np.mean(right))
+
+
 def pairs_right(
     preferences: Sequence[str], forward: Sequence[str | None], backward: Sequence[str | None]
 ) -> np.ndarray:

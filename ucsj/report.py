@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -26,6 +26,7 @@ from ucsj.metrics import (
     average_metrics,
     balanced_accuracy,
     binary_verdicts,
+    chosen_first_accuracy,
     kendall_tau,
     language_metrics,
     pairs_right,
@@ -65,6 +66,35 @@ DETAIL_COLUMNS = {
         ("error_rate", "no verdict"),
     ),
 }
+
+
+def _cut_off_share(rows: list[dict[str, Any]]) -> float:
+    return sum(bool(r.get("cut_off")) for r in rows) / len(rows)
+
+
+def _chosen_first_accuracy(rows: list[dict[str, Any]]) -> float:
+    return chosen_first_accuracy(
+        [r["preference"] for r in rows],
+        [r.get("pred") for r in rows],
+        [r.get("pred_swapped") for r in rows],
+    )
+
+
+# Columns only baselines' predictions carry: (heading, value over a group's rows). cut_off:
+# share of samples with a free-text reply stopped by its cap. acc_chosen_first: pairwise
+# accuracy in the order the CE-Judge paper uses (the chosen response shown first).
+EXTRA_COLUMNS = {
+    "cut_off": ("cut off", _cut_off_share),
+    "acc_chosen_first": ("chosen first (paper)", _chosen_first_accuracy),
+}
+
+
+def _extra_columns(kind: str, rows: list[dict[str, Any]]) -> list[str]:
+    if not any("cut_off" in r for r in rows):
+        return []
+    return ["acc_chosen_first", "cut_off"] if kind == "pairwise" else ["cut_off"]
+
+
 # Gated from the judge's English answer reference and the languages' scores (report --judge).
 SHIFT = "shift"
 METRICS = (
@@ -134,6 +164,8 @@ class Report:
     gates: list[GateResult]
     shift: ShiftReport | None = None  # the answers' shift per language (report --judge)
     shift_source: str = "judge"  # names the judge in gate lines
+    # baselines' own columns (EXTRA_COLUMNS): method -> group -> column -> value
+    extras: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def headline(self) -> str:
@@ -303,6 +335,7 @@ def build_report(
 ) -> Report:
     kind, grouped = read_predictions(paths)
     table: dict[str, dict[str, Metrics]] = {}
+    extras: dict[str, dict[str, dict[str, float]]] = {}
     by_main: dict[str, dict[str, list[dict[str, Any]]]] = {}
     main: set[str] = set()
     breakdowns: set[str] = set()
@@ -310,6 +343,12 @@ def build_report(
         labelled = [r for r in rows if r.get(GOLD_FIELDS[kind]) is not None]
         groups = _groups(kind, labelled)
         table[method] = {name: _metrics(kind, name, members) for name, members in groups.items()}
+        columns = _extra_columns(kind, labelled)
+        if columns:
+            extras[method] = {
+                name: {column: EXTRA_COLUMNS[column][1](members) for column in columns}
+                for name, members in groups.items()
+            }
         by_main[method] = {}
         for name in groups:
             if name == ALL:
@@ -327,6 +366,12 @@ def build_report(
     langs = sorted(main, key=lambda g: (g != "en", g))
     for method in table:
         table[method][AVG] = _average(kind, langs, table[method], by_main[method])
+    for shares in extras.values():  # the average over languages, as for the metrics
+        per_lang = [shares.get(lang) for lang in langs]
+        shares[AVG] = {
+            column: float(np.mean([p[column] for p in per_lang])) if all(per_lang) else math.nan
+            for column in next(iter(shares.values()))
+        }
     report = Report(
         kind,
         list(table),
@@ -336,6 +381,7 @@ def build_report(
         [],
         shift,
         shift_source,
+        extras,
     )
     report.gates = check_gates(report, gates or [])
     return report
@@ -514,7 +560,11 @@ def to_json(report: Report) -> dict[str, Any]:
         "languages": report.langs,
         "breakdowns": report.breakdowns,
         "methods": {
-            m: {group: clean(v) for group, v in report.table[m].items()} for m in report.methods
+            m: {
+                group: clean(v) | _extra_fields(report, m, group)
+                for group, v in report.table[m].items()
+            }
+            for m in report.methods
         },
         "best": {group: report.best(group) for group in report.columns},
         "gates": [
@@ -531,6 +581,10 @@ def to_json(report: Report) -> dict[str, Any]:
         "shift": None if report.shift is None else report.shift.to_json(),
         "passed": not report.failed_gates,
     }
+
+
+def _extra_fields(report: Report, method: str, group: str) -> dict[str, float]:
+    return report.extras.get(method, {}).get(group, {})
 
 
 def write_json_report(report: Report, path: Path) -> None:

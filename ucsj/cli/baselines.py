@@ -35,7 +35,7 @@ from ucsj.tasks import Task, load_task
     "--method",
     required=True,
     type=LazyChoice("ucsj.methods", "METHODS"),
-    help="The judge to run (see ucsj/methods.py for each protocol).",
+    help="The judge to run (see ucsj/methods/ for each protocol).",
 )
 @click.option(
     "--task",
@@ -54,17 +54,26 @@ from ucsj.tasks import Task, load_task
 @click.option(
     "--threshold",
     type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="rocketeval, checkeval: pass when the checklist score reaches it.",
+    default=None,
+    help="rocketeval, checkeval: pass when the checklist score reaches it. "
+    "[default: 0.5, or the one --calibrate-on chooses]",
 )
 @click.option(
     "--calibrate-on",
     "calibrate_path",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="rocketeval: labelled English data (or rocketeval predictions) to fit the "
-    "item reweighting on.",
+    help="rocketeval, checkeval: labelled English data (or that method's predictions on it); "
+    "the threshold with the best balanced accuracy on it is used, and rocketeval learns "
+    "item weights for the queries it shares with DATA.",
+)
+@click.option(
+    "--checklist",
+    "checklist_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="checkeval: the checklist from `ucsj gen-checklist` (edited or not). "
+    "[default: the task's seed questions]",
 )
 @click.option(
     "--scores",
@@ -89,8 +98,9 @@ def judge(
     task_spec: str | None,
     lang: str | None,
     guidelines_path: Path | None,
-    threshold: float,
+    threshold: float | None,
     calibrate_path: Path | None,
+    checklist_path: Path | None,
     scores_path: Path | None,
     criteria_path: Path | None,
     shard: Shard | None,
@@ -101,18 +111,27 @@ def judge(
 
     Example: ucsj judge fr.jsonl --method cot --task rag-faithfulness -o fr.cot.jsonl
     """
-    from ucsj.methods import JudgeOptions, fit_rocketeval_calibrator, judge_file
+    from ucsj.methods import THRESHOLD_METHODS, JudgeOptions, fit_reweighting, judge_file
+    from ucsj.methods.calibration import DEFAULT_THRESHOLD, checklist_scores, choose_threshold
 
     refuse_overwriting_inputs(
-        [output], [data, guidelines_path, calibrate_path, scores_path, criteria_path]
+        [output],
+        [data, guidelines_path, calibrate_path, checklist_path, scores_path, criteria_path],
     )
     criteria = load_criteria(criteria_path) if criteria_path else None
     if task_spec is None and criteria is None:
         raise InputError("--task is needed (or --criteria, whose task is then used)")
     task = load_task(task_spec or criteria.task)  # type: ignore[union-attr]
-    options = JudgeOptions(threshold=threshold, criteria=criteria)
+    options = JudgeOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    options.criteria = criteria
     if guidelines_path is not None:
         options.guidelines = _read_text(guidelines_path, "guidelines")
+    if checklist_path is not None:
+        if method != "checkeval":
+            raise InputError("--checklist is for --method checkeval")
+        from ucsj.methods.checkeval import load_checklist
+
+        options.checklist = load_checklist(checklist_path, task)
     if method == "llm-aggregator":
         if scores_path is None or criteria is None:
             raise InputError("llm-aggregator needs --scores and --criteria")
@@ -125,11 +144,22 @@ def judge(
                 )
         options.scores = {r.id: r for r in records}
     if calibrate_path is not None:
-        if method != "rocketeval":
-            raise InputError("--calibrate-on is for --method rocketeval")
+        if method not in THRESHOLD_METHODS:
+            raise InputError(f"--calibrate-on is for --method {' or '.join(THRESHOLD_METHODS)}")
+        if threshold is not None:
+            raise InputError("--threshold and --calibrate-on exclude each other")
         SampleFile(data, task, lang).validate()  # bad input fails before any request
-        options.calibrator = fit_rocketeval_calibrator(
-            _rocketeval_rows(calibrate_path, task, settings, lang)
+        rows = _calibration_rows(calibrate_path, method, task, settings, lang)
+        options.threshold = choose_threshold(*checklist_scores(rows))
+        if method == "rocketeval":
+            options.reweighting = fit_reweighting(rows)
+        console.info(
+            f"calibrated on {calibrate_path}: threshold {options.threshold:.3f}"
+            + (
+                f", item weights for {len(options.reweighting)} queries"
+                if options.reweighting is not None
+                else ""
+            )
         )
     with console.progress(method) as bar:
         summary = judge_file(
@@ -147,6 +177,7 @@ def judge(
     console.info(
         f"judged {summary.samples} samples with {method} into {_where(output)}; "
         f"{summary.no_verdict} without a readable verdict"
+        + (f", {summary.cut_off} with a reply cut off at its cap" if summary.cut_off else "")
     )
     if summary.failed:
         first_id, reason = summary.failures[0]
@@ -156,17 +187,49 @@ def judge(
         )
 
 
-def _rocketeval_rows(
-    path: Path, task: Task, settings: LLMSettings, lang: str | None
+@cli.command("gen-checklist", context_settings=CONTEXT)
+@click.option(
+    "--task",
+    "task_spec",
+    required=True,
+    help="A preset or a TASK.toml file with a [checkeval] section (aspects, definitions, "
+    "seed questions).",
+)
+@output_option("checklist.json")
+@llm_options
+def gen_checklist(task_spec: str, output: Path, settings: LLMSettings) -> None:
+    """CheckEval's checklist: each aspect's seed questions diversified and elaborated by the
+    LLM, then filtered; an editable JSON file for `judge --method checkeval --checklist`.
+
+    Example: ucsj gen-checklist --task rag-faithfulness -o checklist.json
+    """
+    from ucsj.methods.checkeval import generate_checklist, save_checklist
+
+    content = generate_checklist(load_task(task_spec), settings)
+    save_checklist(content, output)
+    counts = ", ".join(f"{a['name']} {len(a['questions'])}" for a in content["aspects"])
+    unfiltered = [a["name"] for a in content["aspects"] if not a["filtered"]]
+    console.info(
+        f"wrote the checklist ({counts} questions) to {_where(output)}"
+        + (
+            f"; the filter kept nothing for {', '.join(unfiltered)}: unfiltered"
+            if unfiltered
+            else ""
+        )
+    )
+
+
+def _calibration_rows(
+    path: Path, method: str, task: Task, settings: LLMSettings, lang: str | None
 ) -> list[dict[str, Any]]:
-    """Rows with item scores: read from rocketeval predictions, or judged from a data file."""
+    """Rows with item scores: read from the method's predictions, or judged from a data file."""
     from ucsj.methods import JudgeOptions, judge_rows
 
     for _, first in read_json_lines(path):
-        if isinstance(first, dict) and first.get("method") == "rocketeval":
+        if isinstance(first, dict) and first.get("method") == method:
             return [row for _, row in read_json_lines(path)]
         break
-    return judge_rows(path, task, "rocketeval", settings, JudgeOptions(), lang=lang)
+    return judge_rows(path, task, method, settings, JudgeOptions(), lang=lang)
 
 
 def _read_text(path: Path, what: str) -> str:

@@ -80,7 +80,8 @@ def convert_mface(raw: Path, rule: str, threshold: float, lang: str | None, outp
     "--subset",
     "subsets",
     multiple=True,
-    help="Keep only these subsets (chat, reasoning, ...). [default: all but lang_res]",
+    help="Keep only these subsets (chat, reasoning, safety, lang_res, ...). "
+    "[default: chat and reasoning, the subsets CE-Judge evaluates]",
 )
 @click.option("--lang", default=None, help="Override the language of every row.")
 @output_option()

@@ -563,7 +563,16 @@ def _shift_of(judge_path: Path | None, scores_paths: tuple[Path, ...]) -> ShiftR
 
 
 def print_report(result: Report) -> None:
-    from ucsj.report import ALL, AVG, DETAIL_COLUMNS, HEADLINE_TITLE, fmt, headline, undefined_notes
+    from ucsj.report import (
+        ALL,
+        AVG,
+        DETAIL_COLUMNS,
+        EXTRA_COLUMNS,
+        HEADLINE_TITLE,
+        fmt,
+        headline,
+        undefined_notes,
+    )
 
     title = HEADLINE_TITLE[result.kind]
     if len(result.methods) > 1:
@@ -583,11 +592,14 @@ def print_report(result: Report) -> None:
         console.out.print(table)
     details = DETAIL_COLUMNS[result.kind]
     for method in result.methods:
+        extras = result.extras.get(method, {})  # baselines' own columns
+        columns = list(next(iter(extras.values()), {}))
         table = Table(
             "lang" if result.kind == "binary" else "group",
             "n",
             f"{result.headline} [95% CI]",
             *(name for _, name in details),
+            *(EXTRA_COLUMNS[c][0] for c in columns),
             title=method,
         )
         for group in [*result.langs, *result.breakdowns, AVG, ALL]:
@@ -599,6 +611,7 @@ def print_report(result: Report) -> None:
                 str(m.n),
                 headline(result, m),
                 *(fmt(m.value(metric)) for metric, _ in details),
+                *(fmt(extras.get(group, {}).get(c, float("nan"))) for c in columns),
             )
         console.out.print(table)
     for note in undefined_notes(result):

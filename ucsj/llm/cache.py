@@ -222,6 +222,18 @@ class ResponseCache:
             )
         return found
 
+    def holds_all(self, keys: Iterable[str]) -> bool:
+        """Whether every one of `keys` is stored: rows are counted, none read back (on a rerun
+        every memoised line's keys are checked, and nearly always all are there)."""
+        wanted = list(set(keys))  # distinct: a query counts a repeated key once
+        found = 0
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            chunk = wanted[start : start + _KEYS_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT count(*) FROM Cache WHERE raw = 1 AND key IN ({marks})"
+            found += _retry_locked(lambda q=query, c=chunk: self._store._sql(q, c).fetchone()[0])
+        return found == len(wanted)
+
     def __len__(self) -> int:
         return _retry_locked(lambda: len(self._store))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 log = logging.getLogger("ucsj.memo")
 
 FILE_NAME = "records.sqlite3"
-MEMO_SCHEMA = 2  # 2: values carry a digest and their cache keys
+MEMO_SCHEMA = 3  # 2: values carry a digest and their cache keys; 3: a SHA-256 one
 
 
 class RecordMemo:

@@ -41,20 +41,23 @@ def source_fence(sample: Sample) -> str:
     )
 
 
-def sample_block(task: Task, sample: Sample) -> str:
-    """The sample as fenced data: source first, then input, then output."""
+def material_block(task: Task, sample: Sample) -> str:
+    """What the judged output was written from, as fenced data: the source, then the input."""
     parts = [f"{task.source_name}:\n{source_fence(sample)}"]
     if sample.input is not None:
         parts.append(f"{task.input_name}:\n{fence('input', sample.input)}")
-    parts.append(f"{task.output_name}:\n{fence('output', sample.output)}")
     return "\n\n".join(parts)
+
+
+def sample_block(task: Task, sample: Sample) -> str:
+    """The sample as fenced data: source first, then input, then output."""
+    output = f"{task.output_name}:\n{fence('output', sample.output)}"
+    return f"{material_block(task, sample)}\n\n{output}"
 
 
 def pair_block(task: Task, sample: Sample, first: str, second: str) -> str:
     """A pairwise sample as fenced data: the source (and input), then Response A and B."""
-    parts = [f"{task.source_name}:\n{source_fence(sample)}"]
-    if sample.input is not None:
-        parts.append(f"{task.input_name}:\n{fence('input', sample.input)}")
+    parts = [material_block(task, sample)]
     parts.append(f"{task.output_name} A:\n{fence('output', first)}")
     parts.append(f"{task.output_name} B:\n{fence('output', second)}")
     return "\n\n".join(parts)

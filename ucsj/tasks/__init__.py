@@ -39,7 +39,8 @@ class Task:
     input_name: str = "Input"
     output_name: str = "Output"
     guidelines: str = ""  # the annotation guidelines given to human annotators
-    checkeval: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CheckEval: aspect -> questions
+    # CheckEval: (aspect, its definition, its seed questions) per aspect
+    checkeval: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     kind: str = "binary"  # binary verdicts, pointwise scores or pairwise preferences
     scale: tuple[int, int] = (1, 7)  # pointwise: the lowest and highest score
     scoring_guide: str = ""  # pointwise: what each score means (CE-Judge's judgment prompt)
@@ -121,11 +122,19 @@ def task_from_toml(text: str, origin: str) -> Task:
     )
 
 
-def _checkeval(table: Any, origin: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _checkeval(table: Any, origin: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """Each aspect is a list of questions, or a table with its `definition` and `questions`."""
     if not isinstance(table, dict):
         raise InputError("[checkeval] must map aspect names to lists of questions", path=origin)
     aspects = []
-    for aspect, questions in table.items():
+    for aspect, entry in table.items():
+        definition, questions = "", entry
+        if isinstance(entry, dict):
+            definition, questions = entry.get("definition", ""), entry.get("questions")
+            if not isinstance(definition, str):
+                raise InputError(
+                    f"[checkeval] '{aspect}': definition must be a string", path=origin
+                )
         if (
             not isinstance(questions, list)
             or not questions
@@ -134,7 +143,7 @@ def _checkeval(table: Any, origin: str) -> tuple[tuple[str, tuple[str, ...]], ..
             raise InputError(
                 f"[checkeval] '{aspect}' must be a non-empty list of questions", path=origin
             )
-        aspects.append((aspect, tuple(q.strip() for q in questions)))
+        aspects.append((aspect, " ".join(definition.split()), tuple(q.strip() for q in questions)))
     return tuple(aspects)
 
 
