@@ -34,8 +34,12 @@ def real_server():
         yield server
 
 
-def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, bytes]:
-    """gen (2 concepts x 2 questions) then score per concept and per criterion; the bytes."""
+def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, tuple[int, bytes]]:
+    """gen (2 concepts x 2 questions) then score per concept and per criterion: exit code, bytes.
+
+    SmolLM2 often ignores the 'Q1: Yes' format, so per-concept scoring may find nothing
+    readable: that run exits 3 (and says so) with every value null; per-criterion must work.
+    """
     criteria = tmp_path / f"c.{tag}.json"
     assert (
         ucsj(
@@ -52,24 +56,18 @@ def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, bytes]:
         )
         == 0
     )
-    outputs = {"criteria": criteria.read_bytes()}
+    outputs = {"criteria": (0, criteria.read_bytes())}
     for scoring in ("per-concept", "per-criterion"):
         out = tmp_path / f"{scoring}.{tag}.jsonl"
-        assert (
-            ucsj(
-                "score",
-                str(data),
-                "--criteria",
-                str(criteria),
-                "--scoring",
-                scoring,
-                "-o",
-                str(out),
-                *options,
-            )
-            == 0
-        )
-        outputs[scoring] = out.read_bytes()
+        code = ucsj(
+            "score", str(data), "--criteria", str(criteria), "--scoring", scoring, "-o", str(out),
+            *options,
+        )  # fmt: skip
+        rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+        readable = [v for r in rows for v in r["z"].values() if v is not None]
+        assert (code, bool(readable)) in {(0, True), (3, False)}, (scoring, code)
+        assert code == 0 or scoring == "per-concept"
+        outputs[scoring] = (code, out.read_bytes())
     return outputs
 
 
@@ -88,7 +86,7 @@ def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     assert scoring_entries, "scoring requests ask for logprobs"
     assert all(e["meta"]["has_logprobs"] for e in scoring_entries), "llama.cpp returned them"
     assert all(e["meta"]["endpoint"] == f"127.0.0.1:{real_server.port}" for e in entries)
-    rows = [json.loads(x) for x in live["per-criterion"].decode().splitlines()]
+    rows = [json.loads(x) for x in live["per-criterion"][1].decode().splitlines()]
     values = [v for r in rows for v in r["z"].values()]
     assert values and all(v is not None and 0.0 < v < 1.0 for v in values), "P(yes) from logprobs"
 
