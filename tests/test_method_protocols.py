@@ -90,11 +90,15 @@ def test_a_reply_cut_off_at_its_cap_is_flagged_in_predictions_and_report(fr, cap
     judged = rows(root / "cot.jsonl")
     assert [r["cut_off"] for r in judged] == [1, 1, 1, 1]
     assert all(r["pred"] is None for r in judged)
-    assert ucsj("report", str(root / "cot.jsonl"), "--json", str(root / "r.json")) == 0
+    page = root / "r.html"
+    report_args = ["--json", str(root / "r.json"), "--html", str(page)]
+    assert ucsj("report", str(root / "cot.jsonl"), *report_args) == 0
     table = capsys.readouterr().out
     assert "cut off" in table and "no verdict" in table
     report = json.loads((root / "r.json").read_text())["methods"]["cot"]
     assert report["fr"]["cut_off"] == 1.0 and report["fr"]["error_rate"] == 1.0
+    html = page.read_text(encoding="utf-8")  # the page has the terminal's columns too
+    assert "<th>cut off</th>" in html and '<td class="extra">1.000</td>' in html
 
 
 def test_replies_within_their_cap_are_not_flagged(fr):

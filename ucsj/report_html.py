@@ -24,6 +24,7 @@ from ucsj.report import (
     ALL,
     AVG,
     DETAIL_COLUMNS,
+    EXTRA_COLUMNS,
     HEADLINE_TITLE,
     GateResult,
     Metrics,
@@ -206,10 +207,16 @@ def _headline_table(report: Report) -> str:
 
 def _method_table(report: Report, method: str) -> str:
     details = DETAIL_COLUMNS[report.kind]
+    extras = report.extras.get(method, {})  # baselines' own columns (cut off, chosen first)
+    extra_names = list(next(iter(extras.values()), {}))
     first = "lang" if report.kind == "binary" else "group"
     head = "".join(
         f"<th>{_esc(h)}</th>"
-        for h in (f"{report.headline} [95% CI]", *(name for _, name in details))
+        for h in (
+            f"{report.headline} [95% CI]",
+            *(name for _, name in details),
+            *(EXTRA_COLUMNS[name][0] for name in extra_names),
+        )
     )
     rows = []
     for group in [*report.langs, *report.breakdowns, AVG, ALL]:
@@ -230,6 +237,10 @@ def _method_table(report: Report, method: str) -> str:
             cells = f"<td>{_esc(headline(report, m))}</td>" + "".join(
                 f"<td>{fmt(m.value(metric))}</td>" for metric, _ in details
             )
+        cells += "".join(
+            f'<td class="extra">{fmt(extras.get(group, {}).get(name, math.nan))}</td>'
+            for name in extra_names
+        )
         rows.append(f'<tr><td class="name">{_esc(group)}</td><td>{m.n}</td>{cells}</tr>')
     return (
         f'<h3>{_esc(method)}</h3><table><tr><th class="name">{first}</th><th>n</th>{head}</tr>'
