@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -971,3 +972,62 @@ def test_redaction_masks_credentials(text, secret, gone):
 
     masked = redact(text, [secret])
     assert gone.lower() not in masked.lower() and "***" in masked
+
+
+# -- an output on standard output: stdout holds only its bytes --------------------------------
+
+
+def _stdout_of(capsysbinary, *args: str) -> bytes:
+    code = ucsj(*args)
+    out, err = capsysbinary.readouterr()
+    assert code == 0, err.decode()
+    return out
+
+
+def _undated(page: bytes) -> bytes:
+    return re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", b"(date)", page)
+
+
+@pytest.mark.parametrize("quiet", [[], ["-q"]])
+@pytest.mark.parametrize(
+    "flag,name",
+    [("--json", "r.json"), ("--junit", "r.xml"), ("--html", "r.html")],
+)
+def test_report_output_on_stdout_is_only_that_output(
+    ws, capsysbinary, monkeypatch, quiet, flag, name
+):
+    monkeypatch.chdir(ws.root)
+    _stdout_of(capsysbinary, "report", "p.jsonl", flag, name)
+    out = _stdout_of(capsysbinary, *quiet, "report", "p.jsonl", flag, "-")
+    written = (ws / name).read_bytes()
+    if flag == "--html":  # the page names the command and the time that made it
+        written = _undated(written.replace(b"--html r.html", b"--html -"))
+        out = _undated(out)
+        assert out.startswith(b"<!doctype html>") and out.endswith(b"</html>\n")
+    assert out == written
+    if flag == "--json":
+        json.loads(out)
+
+
+def test_report_table_stays_on_stdout_without_a_stdout_output(ws, capsysbinary, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    out = _stdout_of(capsysbinary, "report", "p.jsonl", "--json", "r.json")
+    assert b"[95% CI]" in out
+
+
+def test_analyze_shift_outputs_on_stdout_are_only_their_bytes(ws, capsysbinary, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    shift = ["analyze", "shift", "en.scores.jsonl", "--judge", "j.skops"]
+    _stdout_of(capsysbinary, *shift, "--json", "s.json", "--plot", "s.png")
+    out = _stdout_of(capsysbinary, *shift, "--json", "-", "--plot", "s2.png")
+    assert out == (ws / "s.json").read_bytes()
+    out = _stdout_of(capsysbinary, *shift, "--plot", "-")
+    assert out == (ws / "s.png").read_bytes() and out.startswith(b"\x89PNG")
+
+
+def test_fit_archive_on_stdout_is_only_the_archive(ws, capsysbinary, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    fit = ["fit", "--train", "en.scores.jsonl", "--criteria", "c.json", "--module", "auto"]
+    _stdout_of(capsysbinary, *fit, "-o", "auto.skops")
+    out = _stdout_of(capsysbinary, *fit, "-o", "-")
+    assert out == (ws / "auto.skops").read_bytes()

@@ -34,6 +34,17 @@ def configure(quiet: bool = False, verbose: bool = False) -> None:
     logger.propagate = False
 
 
+def data_on_stdout() -> None:
+    """A command's output goes to standard output: its tables and summaries go to stderr, so
+    that stdout holds exactly the output's bytes (`report --json - | jq`)."""
+    out.stderr = True
+
+
+def tables_on_stdout() -> None:
+    """Tables back on standard output (each command starts so)."""
+    out.stderr = False
+
+
 def info(message: str) -> None:
     """A status line on stderr (stdout stays clean for data), unless --quiet."""
     if not _quiet:

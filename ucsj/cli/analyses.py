@@ -16,6 +16,7 @@ from ucsj import console
 from ucsj.cli.base import (
     CONTEXT,
     cache_dir_option,
+    claims_stdout,
     cli,
     file_option,
 )
@@ -80,7 +81,8 @@ def _plot_option(default: str) -> Callable[..., Any]:
         type=click.Path(dir_okay=False, path_type=Path),
         default=default,
         show_default=True,
-        help="PNG file to draw.",
+        callback=claims_stdout,
+        help="PNG file to draw (- for standard output).",
     )
 
 

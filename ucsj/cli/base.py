@@ -111,6 +111,7 @@ def cli(ctx: click.Context) -> None:
     Shell completion (bash): eval "$(_UCSJ_COMPLETE=bash_source ucsj)"
     """
     console.configure(**ctx.meta.get("ucsj.verbosity", {}))
+    console.tables_on_stdout()  # until an output option claims standard output
     from ucsj.envfile import load_env_file
 
     ctx.meta["ucsj.dotenv"] = load_env_file()
@@ -262,9 +263,25 @@ cache_dir_option = click.option(
 )
 
 
+def claims_stdout(_: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The callback of every output option: an output on standard output (`-`, or no -o
+    where that means stdout) sends the command's tables and summaries to stderr."""
+    if (value is None and isinstance(param, click.Option) and param.opts[0] == "-o") or (
+        value is not None and str(value) == "-"
+    ):
+        console.data_on_stdout()
+    return value
+
+
 def file_option(flag: str, dest: str, help_text: str) -> Callable[..., Any]:
     """An optional output file: `--json F`, `--junit F`, `--html F`."""
-    return click.option(flag, dest, type=click.Path(dir_okay=False, path_type=Path), help=help_text)
+    return click.option(
+        flag,
+        dest,
+        type=click.Path(dir_okay=False, path_type=Path),
+        callback=claims_stdout,
+        help=f"{help_text} (- for standard output)",
+    )
 
 
 data_argument = click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
@@ -281,6 +298,7 @@ def output_option(default: str | None = None) -> Callable[..., Any]:
         "--output",
         type=click.Path(dir_okay=False, path_type=Path),
         default=default,
+        callback=claims_stdout,
         help=f"File to write (atomically; - for standard output). {where}",
     )
 

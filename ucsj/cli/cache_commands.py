@@ -11,6 +11,7 @@ from ucsj.cli.base import (
     CONTEXT,
     _where,
     cache_dir_option,
+    claims_stdout,
     cli,
 )
 from ucsj.errors import BackendError, InputError
@@ -53,7 +54,8 @@ def cache_stats(cache_dir: Path | None) -> None:
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="JSONL file to write: one entry a line, ordered by key.",
+    callback=claims_stdout,
+    help="JSONL file to write: one entry a line, ordered by key (- for standard output).",
 )
 @cache_dir_option
 def cache_export(output: Path, cache_dir: Path | None) -> None:
