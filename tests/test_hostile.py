@@ -720,6 +720,49 @@ CASES = [
 ]
 
 
+CASES += [
+    # probe: cache export onto the cache's own files
+    *(
+        Case(
+            f"cache export onto the cache's {name}",
+            lambda ws, name=name: [
+                "cache",
+                "export",
+                "--cache-dir",
+                str(ws / "cache"),
+                "-o",
+                str(ws / "cache" / name),
+            ],
+            2,
+            "is inside the cache directory",
+            check=lambda ws: _cache_intact(ws),
+        )
+        for name in ("cache.db", "records.sqlite3", "fixture.jsonl")
+    ),
+    Case(
+        "cache export onto a hard link of the cache database",
+        lambda ws: [
+            "cache",
+            "export",
+            "--cache-dir",
+            str(ws / "cache"),
+            "-o",
+            str(ws / "db-link"),
+        ],
+        2,
+        "is also an input",
+        setup=lambda ws: os.link(ws / "cache" / "cache.db", ws / "db-link"),
+        check=lambda ws: _cache_intact(ws),
+    ),
+]
+
+
+def _cache_intact(ws: Workspace) -> None:
+    for command in ("stats", "verify"):
+        assert ucsj("cache", command, "--cache-dir", str(ws / "cache")) == 0, command
+    assert not (ws / "cache" / "fixture.jsonl").exists()
+
+
 def _entries_kept(ws: Workspace) -> None:
     with ResponseCache(ws / "cache") as store:
         assert len(store) > 0

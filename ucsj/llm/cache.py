@@ -254,12 +254,30 @@ class ResponseCache:
     def export(self, path: str | Path) -> int:
         from ucsj.io import atomic_writer
 
+        self.refuse_output_inside(path)
         count = 0
         with atomic_writer(path) as out:
             for entry in self.entries():
                 out.write(canonical_json(with_digest(entry)) + "\n")
                 count += 1
         return count
+
+    def refuse_output_inside(self, path: str | Path) -> None:
+        """Exit 2 when `path` would be written inside this cache's directory or onto one of
+        its files by another name (a hard link): the cache's files are its inputs."""
+        from ucsj.io import is_stdio, refuse_overwriting_inputs
+
+        if is_stdio(path):
+            return
+        root = Path(os.path.realpath(self.directory))
+        target = Path(os.path.realpath(path))
+        if target == root or root in target.parents:
+            raise InputError(
+                f"is inside the cache directory {self.directory}; writing it there would "
+                "damage the cache: choose another output",
+                path=str(path),
+            )
+        refuse_overwriting_inputs([path], [p for p in root.iterdir() if p.is_file()])
 
     def import_entries(self, entries: Iterable[tuple[int, dict[str, Any]]], source: str) -> int:
         """Load (line number, entry) pairs after checking each one's key and response digest;
