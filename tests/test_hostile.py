@@ -1074,3 +1074,43 @@ def test_fit_archive_on_stdout_is_only_the_archive(ws, capsysbinary, monkeypatch
     _stdout_of(capsysbinary, *fit, "-o", "auto.skops")
     out = _stdout_of(capsysbinary, *fit, "-o", "-")
     assert out == (ws / "auto.skops").read_bytes()
+
+
+# -- an input error found part-way leaves no output, on standard output too ---------------------
+
+
+MM_EVAL_ROW = {
+    "id": "1",
+    "prompt": "Hi?",
+    "chosen": "Hello.",
+    "rejected": "Go.",
+    "language": "fr",
+    "subset": "chat",
+}
+
+
+@pytest.mark.parametrize(
+    "kind,name,text,message",
+    [
+        (
+            "liteval",
+            "lit.csv",
+            "source,tgt,pair,rating\nDas Haus.,The house.,de-en,5\nEin Hund.,A dog.,de-en,x\n",
+            "lit.csv:3 field 'rating': not a number",
+        ),
+        (
+            "mm-eval",
+            "mm.jsonl",
+            json.dumps(MM_EVAL_ROW) + "\n{not json\n",
+            "mm.jsonl:2: invalid JSON",
+        ),
+    ],
+)
+def test_convert_to_stdout_writes_nothing_before_an_input_error(
+    tmp_path, capsys, kind, name, text, message
+):
+    (tmp_path / name).write_text(text)
+    code = ucsj("convert", kind, str(tmp_path / name))
+    out, err = capsys.readouterr()
+    assert code == 2 and message in err, err
+    assert out == "", "no partial output on stdout"

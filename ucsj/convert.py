@@ -139,7 +139,8 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
     written = dropped = 0
     labels: dict[str, int] = {}
     seen: set[str] = set()
-    with open_output(output) as out:
+    # held: an input error on a later row leaves no partial output on stdout either
+    with open_output(output, hold=True) as out:
         for sample in samples:
             if sample is None:
                 dropped += 1

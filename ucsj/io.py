@@ -364,7 +364,8 @@ def open_output(path: str | Path | None, *, hold: bool = False) -> Iterator[IO[s
     """A JSONL output: standard output for None or "-", else written as `atomic_writer` does.
 
     `hold` keeps standard output back until the block succeeds, as a file is (a
-    `--cache collect` run that ends with requests pending prints no lines)."""
+    `--cache collect` run that ends with requests pending prints no lines; a conversion that
+    meets a bad row prints none either)."""
     if hold and (path is None or is_stdio(path)):
         with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as held:
             yield held
