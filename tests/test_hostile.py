@@ -757,6 +757,46 @@ CASES += [
 ]
 
 
+CASES += [
+    # probe: a damaged record memo beside the cache
+    Case(
+        "cache stats with a damaged record memo",
+        lambda ws: ["cache", "stats", "--cache-dir", str(ws / "cache")],
+        3,
+        "is damaged; move the cache directory aside",
+        setup=lambda ws: _damage_memo(ws),
+    ),
+    Case(
+        "cache import with a damaged record memo",
+        lambda ws: ["cache", "import", str(ws / "fx.jsonl"), "--cache-dir", str(ws / "cache")],
+        3,
+        "is damaged; move the cache directory aside",
+        setup=lambda ws: (_export(ws), _damage_memo(ws)),
+    ),
+    Case(
+        "cache clear rebuilds a damaged record memo",
+        lambda ws: ["cache", "clear", "--yes", "--cache-dir", str(ws / "cache")],
+        0,
+        "deleted",
+        setup=lambda ws: _damage_memo(ws),
+        check=lambda ws: _memo_rebuilt(ws),
+    ),
+]
+
+
+def _damage_memo(ws: Workspace) -> None:
+    _drop_memo(ws)
+    (ws / "cache" / "records.sqlite3").write_bytes(b"garbage, not a database" * 200)
+
+
+def _memo_rebuilt(ws: Workspace) -> None:
+    with ResponseCache(ws / "cache") as store:
+        assert len(store) == 0 and store.stats().memo_lines == 0
+    assert ucsj(*ws.score(str(ws / "en.jsonl"), str(ws / "out.jsonl"))) == 0
+    with ResponseCache(ws / "cache") as store:
+        assert store.stats().memo_lines == N, "the memo works again"
+
+
 def _cache_intact(ws: Workspace) -> None:
     for command in ("stats", "verify"):
         assert ucsj("cache", command, "--cache-dir", str(ws / "cache")) == 0, command

@@ -282,6 +282,7 @@ class ResponseCache:
     def import_entries(self, entries: Iterable[tuple[int, dict[str, Any]]], source: str) -> int:
         """Load (line number, entry) pairs after checking each one's key and response digest;
         return how many."""
+        record_memo.check(self.directory)  # before anything is stored
         checked = []
         for line, entry in entries:
             problem = entry_problem(entry) or digest_problem(entry)
@@ -339,7 +340,7 @@ class ResponseCache:
         )
 
     def clear(self) -> int:
-        record_memo.invalidate(self.directory)
+        record_memo.clear(self.directory)
         return _retry_locked(self._store.clear)
 
 
@@ -411,10 +412,19 @@ def _open_store(directory: Path, opener: Any) -> Any:
         ) from None
 
 
-_CORRUPT_HINT = (
-    "the cache database is damaged; move the cache directory aside (or run `ucsj cache clear`) "
-    "and rerun, importing an exported fixture if you have one"
+CORRUPT_HINT = (
+    "move the cache directory aside (or run `ucsj cache clear`) and rerun, importing an "
+    "exported fixture if you have one"
 )
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether a SQLite error says the database file itself is damaged."""
+    text = str(exc)
+    return isinstance(exc, sqlite3.DatabaseError) and any(
+        sign in text
+        for sign in ("not a database", "malformed", "corrupt", "no such table", "no such column")
+    )
 
 
 def _storage_error(exc: sqlite3.Error) -> StorageError:
@@ -427,14 +437,8 @@ def _storage_error(exc: sqlite3.Error) -> StorageError:
         return StorageError(
             f"{text}: the disk may be full; free some space or choose another --cache-dir"
         )
-    if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in text
-        or "malformed" in text
-        or "corrupt" in text
-        or "no such table" in text
-        or "no such column" in text
-    ):
-        return StorageError(f"{text}: {_CORRUPT_HINT}")
+    if is_damage(exc):
+        return StorageError(f"{text}: the cache database is damaged; {CORRUPT_HINT}")
     return StorageError(f"cache database error: {text}")
 
 

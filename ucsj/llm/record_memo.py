@@ -19,10 +19,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
+
+from ucsj.errors import StorageError
 
 log = logging.getLogger("ucsj.memo")
 
@@ -119,16 +122,56 @@ class _Transaction:
 def invalidate(directory: str | Path) -> None:
     """Empty the memo of a cache directory, if it has one."""
     if (Path(directory) / FILE_NAME).exists():
-        with RecordMemo(directory) as memo:
+        with _opened(directory) as memo:
             memo.invalidate()
+
+
+def check(directory: str | Path) -> None:
+    """Raise StorageError now when the memo of a cache directory is damaged (before a command
+    changes the cache and then could not invalidate the memo)."""
+    if (Path(directory) / FILE_NAME).exists():
+        with _opened(directory):
+            pass
+
+
+def clear(directory: str | Path) -> None:
+    """Empty the memo, or delete it when it is damaged: the next run builds a new one."""
+    try:
+        invalidate(directory)
+    except StorageError as exc:
+        if not getattr(exc, "damaged", False):
+            raise
+        log.warning("the record memo was damaged; deleted it (the next run rebuilds it)")
+        for suffix in ("", "-wal", "-shm"):
+            (Path(directory) / (FILE_NAME + suffix)).unlink(missing_ok=True)
 
 
 def line_count(directory: str | Path) -> int:
     """How many lines the memo of a cache directory holds (0 without one)."""
     if not (Path(directory) / FILE_NAME).exists():
         return 0
-    with RecordMemo(directory) as memo:
+    with _opened(directory) as memo:
         return len(memo)
+
+
+@contextmanager
+def _opened(directory: str | Path) -> Iterator[RecordMemo]:
+    """The memo, a SQLite error named after it: a damaged file says what to do about it."""
+    from ucsj.llm.cache import is_damage
+
+    path = Path(directory) / FILE_NAME
+    try:
+        with RecordMemo(directory) as memo:
+            yield memo
+    except sqlite3.Error as exc:
+        if is_damage(exc):
+            error = StorageError(
+                f"{exc}: the record memo {path} is damaged; move the cache directory aside, "
+                "or delete that file (it only speeds up reruns; the next run rebuilds it)"
+            )
+            error.damaged = True  # type: ignore[attr-defined]
+            raise error from None
+        raise StorageError(f"record memo {path}: {exc}") from None
 
 
 @cache
