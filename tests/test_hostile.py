@@ -784,6 +784,19 @@ CASES += [
 ]
 
 
+CASES += [
+    # probe: what a scoring failure says about the cache follows --cache
+    Case(
+        "scoring failures with --cache off say nothing was cached",
+        lambda ws: ws.score(str(ws / "en.jsonl"), str(ws / "out.jsonl"), "--cache", "off"),
+        3,
+        "with --cache off nothing was cached",
+        setup=lambda ws: ws.server.queue(*[Fault("401")] * (N * 5)),
+        no_request=False,
+    ),
+]
+
+
 def _damage_memo(ws: Workspace) -> None:
     _drop_memo(ws)
     (ws / "cache" / "records.sqlite3").write_bytes(b"garbage, not a database" * 200)

@@ -89,7 +89,7 @@ def run_demo(
             scoring=DEMO_SCORING,
         )
         if summary.failed:
-            raise BackendError(failure_message(summary))
+            raise BackendError(failure_message(summary, settings.cache_mode))
     step(f"fit: transfer module on {TRAIN_LANG} labels")
     judge = fit_judge(read_scores(workdir / f"{TRAIN_LANG}.scores.jsonl"), criteria)
     save_judge(judge, workdir / "judge.skops")

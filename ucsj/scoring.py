@@ -500,10 +500,25 @@ def unreadable_problem(summary: ScoreSummary, scoring: str) -> tuple[bool, str] 
     )
 
 
-def failure_message(summary: ScoreSummary) -> str:
+def failure_message(summary: ScoreSummary, cache_mode: CacheMode) -> str:
     first_id, first_reason = summary.failures[0]
     return (
         f"{summary.failed} of {summary.samples} samples could not be scored (first: "
-        f"'{first_id}': {first_reason}); they are written with an 'error' field. Rerun the "
-        "same command to retry them: answers already received are cached."
+        f"'{first_id}': {first_reason}); they are written with an 'error' field. "
+        + _retry_advice(CacheMode(cache_mode))
+    )
+
+
+def _retry_advice(cache_mode: CacheMode) -> str:
+    """How to retry failed samples, true for the cache mode the run used."""
+    if cache_mode.writes:
+        return "Rerun the same command to retry them: answers already received are cached."
+    if cache_mode is CacheMode.OFF:
+        return (
+            "Rerun the same command to retry them; with --cache off nothing was cached, so "
+            "every request is sent again."
+        )
+    return (
+        f"With --cache {cache_mode.value} no request is sent: rerun with --cache readwrite to "
+        "ask for the missing answers."
     )

@@ -155,7 +155,7 @@ def score(
         f"{summary.unreadable} of {summary.values} answers unreadable"
     )
     if summary.failed:
-        raise BackendError(failure_message(summary))
+        raise BackendError(failure_message(summary, settings.cache_mode))
     _check_unreadable(summary, scoring)
 
 
@@ -225,7 +225,7 @@ def _scores_or_score(
         scored = Path(tmp) / "scores.jsonl"
         summary = _score_with_progress(path, criteria, task, scored, settings, lang, scoring)
         if summary.failed:
-            raise BackendError(failure_message(summary))
+            raise BackendError(failure_message(summary, settings.cache_mode))
         _check_unreadable(summary, scoring)
         return read_scores(scored), criteria
 
