@@ -1167,3 +1167,9 @@ def test_convert_to_stdout_writes_nothing_before_an_input_error(
     out, err = capsys.readouterr()
     assert code == 2 and message in err, err
     assert out == "", "no partial output on stdout"
+
+
+def test_cache_verify_help_names_both_checks(capsys):
+    assert ucsj("cache", "verify", "--help") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "request" in text and "response digest" in text

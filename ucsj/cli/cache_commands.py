@@ -85,7 +85,9 @@ def cache_import(files: tuple[Path, ...], cache_dir: Path | None) -> None:
 @cache.command("verify")
 @cache_dir_option
 def cache_verify(cache_dir: Path | None) -> None:
-    """Re-hash every entry's request; report (and exit 3 on) any whose key does not match."""
+    """Re-hash every entry's request and response; report (and exit 3 on) any whose key does
+    not match its request or whose response does not match its response digest (an edited
+    response), and any row ucsj did not write."""
     with _open_cache(cache_dir) as store:
         bad = store.verify()
         total = len(store)
