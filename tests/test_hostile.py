@@ -797,6 +797,32 @@ CASES += [
 ]
 
 
+CASES += [
+    # probe: a missing input file is reported as every other input error is
+    Case(
+        "cache import of a missing file",
+        lambda ws: ["cache", "import", str(ws / "missing.jsonl"), "--cache-dir", str(ws / "cache")],
+        2,
+        "missing.jsonl: file not found",  # not click's "Usage: ... Error: Path ... does not exist"
+        check=lambda ws: _entries_kept(ws),
+    ),
+    Case(
+        "report --figure of a missing file",
+        lambda ws: [
+            "report",
+            str(ws / "p.jsonl"),
+            "--html",
+            str(ws / "r.html"),
+            "--figure",
+            str(ws / "missing.png"),
+        ],
+        2,
+        "missing.png: file not found",
+        absent=("r.html",),
+    ),
+]
+
+
 def _damage_memo(ws: Workspace) -> None:
     _drop_memo(ws)
     (ws / "cache" / "records.sqlite3").write_bytes(b"garbage, not a database" * 200)

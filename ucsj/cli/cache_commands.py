@@ -70,12 +70,16 @@ def cache_export(output: Path, cache_dir: Path | None) -> None:
     "files",
     nargs=-1,
     required=True,
-    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),  # checked as inputs are
 )
 @cache_dir_option
 def cache_import(files: tuple[Path, ...], cache_dir: Path | None) -> None:
     """Load entries from exported JSONL files (- for standard input), checking every key and
     response digest."""
+    from ucsj.io import input_path
+
+    for path in files:  # a missing file fails before the cache is created or changed
+        input_path(path)
     with _open_cache(cache_dir, must_exist=False) as store:
         for path in files:
             count = store.import_file(path)

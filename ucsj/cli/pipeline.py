@@ -27,7 +27,13 @@ from ucsj.cli.base import (
 from ucsj.criteria import CriteriaSet, criteria_from_json, load_criteria
 from ucsj.errors import BackendError, GateFailed, InputError
 from ucsj.gen import GEN_MODES, generate_criteria
-from ucsj.io import dump_json_line, open_output, read_json_lines, refuse_overwriting_inputs
+from ucsj.io import (
+    dump_json_line,
+    input_path,
+    open_output,
+    read_json_lines,
+    refuse_overwriting_inputs,
+)
 from ucsj.judge_file import load_judge, save_judge
 from ucsj.llm import LLMSettings
 from ucsj.scores import TARGETS, ScoreRecord, is_scores_file, read_scores
@@ -476,7 +482,7 @@ def _warn_on_shift(judge: dict, criteria: CriteriaSet, records: list[ScoreRecord
     "--figure",
     "figures",
     multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     help="A PNG (e.g. from `ucsj analyze`) to inline in the --html page; repeatable.",
 )
 @click.option(
@@ -517,6 +523,8 @@ def report(
 
     if figures and html_path is None:
         raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
+    # a missing figure: "ucsj: error: F: file not found", as other inputs; a pipe: read once
+    figures = tuple(input_path(figure) for figure in figures)
     refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
