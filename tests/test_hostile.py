@@ -1199,3 +1199,10 @@ def test_cache_verify_help_names_both_checks(capsys):
     assert ucsj("cache", "verify", "--help") == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "request" in text and "response digest" in text
+
+
+def test_report_json_on_a_real_pipe_parses(ws):
+    proc = _cli(ws, "report", "p.jsonl", "--json", "-")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["kind"] == "binary"
+    assert b"[95% CI]" in proc.stderr, "the table goes to stderr"
