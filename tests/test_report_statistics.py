@@ -194,3 +194,43 @@ def test_a_gate_on_an_undefined_shift_fails_with_its_reason():
     (result,) = _shift_gate(report, parse_gate("shift<=0.15"))
     assert not result.passed
     assert result.undefined and "undefined" in result.line()
+
+
+def test_a_gate_without_group_checks_each_method_on_the_languages_it_has(tmp_path, capsys):
+    # methods by languages: "m" on fr and de, the baseline "b" on fr only
+    m = write(
+        tmp_path / "m.jsonl",
+        binary_rows("m", "fr", [1, 0], [1, 0]) + binary_rows("m", "de", [1, 0], [1, 1]),
+    )
+    b = write(tmp_path / "b.jsonl", binary_rows("b", "fr", [1, 0], [1, 1]))
+    code, report = report_json(tmp_path, m, b, gates=["acc>=0.1"])
+    assert code == 0
+    checked = sorted((g["method"], g["group"]) for g in report["gates"])
+    assert checked == [("b", "fr"), ("m", "de"), ("m", "fr")]
+    # a group named explicitly that one method lacks: undefined there, so the gate fails
+    code, report = report_json(tmp_path, m, b, gates=["acc[de]>=0.1"])
+    assert code == 1
+    (lacking,) = [g for g in report["gates"] if g["method"] == "b"]
+    assert not lacking["passed"] and lacking["value"] is None
+    assert "no predictions with gold values for 'de'" in lacking["undefined"]
+    assert [g["passed"] for g in report["gates"] if g["method"] == "m"] == [True]
+    # a group no method has is an input error
+    capsys.readouterr()
+    assert ucsj("report", str(m), str(b), "--gate", "acc[xx]>=0.1") == 2
+    assert "'xx'" in capsys.readouterr().err
+
+
+def test_a_pointwise_gate_without_group_checks_the_pairs_each_method_has(tmp_path):
+    m = write(
+        tmp_path / "m.jsonl",
+        pointwise_rows("m", "fr", [1, 2, 3], [1.0, 2.0, 3.0])
+        + pointwise_rows("m", "de", [1, 2, 3], [1.0, 2.0, 3.0]),
+    )
+    b = write(tmp_path / "b.jsonl", pointwise_rows("b", "fr", [1, 2, 3], [1.0, 3.0, 2.0]))
+    code, report = report_json(tmp_path, m, b, gates=["tau>=0.3"])
+    assert code == 0
+    assert sorted((g["method"], g["group"]) for g in report["gates"]) == [
+        ("b", "fr"),
+        ("m", "de"),
+        ("m", "fr"),
+    ]

@@ -472,15 +472,24 @@ def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
                 f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
                 f"use one of {', '.join(KIND_METRICS[report.kind])}"
             )
+        if gate.group and not any(gate.group in report.table[m] for m in report.methods):
+            raise InputError(
+                f"--gate '{gate.text}': no method has predictions with gold values for "
+                f"'{gate.group}'"
+            )
         for method in report.methods:
-            groups = [gate.group] if gate.group else report.langs
+            # without a group: the languages this method has (methods may cover different ones)
+            groups = (
+                [gate.group]
+                if gate.group
+                else [lang for lang in report.langs if lang in report.table[method]]
+            )
             for group in groups:
                 metrics = report.table[method].get(group)
-                if metrics is None:
-                    raise InputError(
-                        f"--gate '{gate.text}': no predictions with gold values for "
-                        f"'{group}' from method '{method}'"
-                    )
+                if metrics is None:  # named explicitly, and this method lacks it
+                    why = f"no predictions with gold values for '{group}' from method '{method}'"
+                    results.append(GateResult(gate, method, group, math.nan, False, why))
+                    continue
                 value = metrics.value(gate.metric)
                 if math.isnan(value):  # undefined is never good enough
                     why = metrics.undefined.get(gate.metric, "no value")
