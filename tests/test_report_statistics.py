@@ -234,3 +234,17 @@ def test_a_pointwise_gate_without_group_checks_the_pairs_each_method_has(tmp_pat
         ("m", "de"),
         ("m", "fr"),
     ]
+
+
+def test_the_terminal_says_no_verdict_when_no_sample_has_one(tmp_path, capsys):
+    good = write(tmp_path / "a.jsonl", binary_rows("good", "fr", [1, 0], [1, 0]))
+    silent = write(tmp_path / "b.jsonl", binary_rows("silent", "fr", [1, 0], [None, None]))
+    capsys.readouterr()
+    assert ucsj("report", str(good), str(silent)) == 0
+    out = capsys.readouterr().out
+    assert "0.000 [0.000, 0.000]" not in out
+    silent_rows = [line for line in out.splitlines() if "no verdict for any sample" in line]
+    assert len(silent_rows) == 3  # fr, avg, all of the method without verdicts
+    assert all("1.000" in line for line in silent_rows)  # the no-verdict share stays shown
+    summary_row = next(line for line in out.splitlines() if line.strip("│ ").startswith("silent"))
+    assert summary_row.count("no verdict") == 3 and "0.000" not in summary_row

@@ -531,6 +531,11 @@ def headline(report: Report, metrics: Metrics) -> str:
     return f"{fmt(metrics.value(name))} [{fmt(low)}, {fmt(high)}]"
 
 
+def no_verdict_at_all(metrics: Metrics) -> bool:
+    """Every sample of the group lacks a verdict: its numbers say nothing about quality."""
+    return metrics.n > 0 and metrics.value("error_rate") >= 1.0
+
+
 def fmt(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f}"
 

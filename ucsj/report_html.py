@@ -27,10 +27,10 @@ from ucsj.report import (
     EXTRA_COLUMNS,
     HEADLINE_TITLE,
     GateResult,
-    Metrics,
     Report,
     fmt,
     headline,
+    no_verdict_at_all,
     undefined_notes,
 )
 
@@ -152,11 +152,6 @@ def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def _no_verdict_at_all(metrics: Metrics) -> bool:
-    """Every sample of the group lacks a verdict: its numbers say nothing about quality."""
-    return metrics.n > 0 and metrics.value("error_rate") >= 1.0
-
-
 def _provenance(prov: Provenance) -> str:
     def methods(mapping: dict[str, list[str]], none: str) -> str:
         if not mapping:
@@ -192,7 +187,7 @@ def _headline_table(report: Report) -> str:
             m = report.table[method].get(group)
             if m is None:
                 cells.append("<td>–</td>")
-            elif _no_verdict_at_all(m):
+            elif no_verdict_at_all(m):
                 cells.append(f'<td class="none">no verdict<br><small>0 of {m.n}</small></td>')
             else:
                 best = len(report.methods) > 1 and method in report.best(group)
@@ -223,7 +218,7 @@ def _method_table(report: Report, method: str) -> str:
         m = report.table[method].get(group)
         if m is None:
             continue
-        if _no_verdict_at_all(m):
+        if no_verdict_at_all(m):
             # The other columns would show the verdicts counted as wrong, not a quality.
             others = sum(metric != "error_rate" for metric, _ in details)
             cells = '<td class="none">no verdict for any sample</td>'

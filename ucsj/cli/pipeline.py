@@ -571,6 +571,7 @@ def print_report(result: Report) -> None:
         HEADLINE_TITLE,
         fmt,
         headline,
+        no_verdict_at_all,
         undefined_notes,
     )
 
@@ -587,7 +588,12 @@ def print_report(result: Report) -> None:
             for group in result.columns:
                 m = result.table[method].get(group)
                 star = "*" if m is not None and method in result.best(group) else ""
-                cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
+                if m is None:
+                    cells.append("–")
+                elif no_verdict_at_all(m):  # all counted as wrong: a 0.000 would read as a score
+                    cells.append("no verdict")
+                else:
+                    cells.append(f"{fmt(m.value(result.headline))}{star}")
             table.add_row(method, *cells)
         console.out.print(table)
     details = DETAIL_COLUMNS[result.kind]
@@ -605,6 +611,18 @@ def print_report(result: Report) -> None:
         for group in [*result.langs, *result.breakdowns, AVG, ALL]:
             m = result.table[method].get(group)
             if m is None:
+                continue
+            if no_verdict_at_all(m):  # as the HTML says: no quality to show, only the share
+                table.add_row(
+                    group,
+                    str(m.n),
+                    "no verdict for any sample",
+                    *(
+                        fmt(m.value(metric)) if metric == "error_rate" else "–"
+                        for metric, _ in details
+                    ),
+                    *("–" for _ in columns),
+                )
                 continue
             table.add_row(
                 group,
