@@ -332,7 +332,7 @@ def fit(
 
     Binary tasks learn the label, pointwise tasks the score, pairwise tasks the preference.
     --module auto compares the six modules by repeated stratified cross-validation on the
-    English data and takes the simplest within one standard error of the best.
+    training data (usually English) and takes the simplest within one standard error of the best.
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
@@ -358,7 +358,8 @@ def fit(
             "module",
             f"{meta['validation_metric']} mean",
             "sd",
-            title=f"English cross-validation ({meta['validation_folds'] // CV_REPEATS} folds x "
+            title=f"Cross-validation on {', '.join(meta['train_langs'])} "
+            f"({meta['validation_folds'] // CV_REPEATS} folds x "
             f"{CV_REPEATS} repeats, seeded)",
         )
         for name, value in meta["validation"].items():
