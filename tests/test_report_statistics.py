@@ -248,3 +248,32 @@ def test_the_terminal_says_no_verdict_when_no_sample_has_one(tmp_path, capsys):
     assert all("1.000" in line for line in silent_rows)  # the no-verdict share stays shown
     summary_row = next(line for line in out.splitlines() if line.strip("│ ").startswith("silent"))
     assert summary_row.count("no verdict") == 3 and "0.000" not in summary_row
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("lang", "FR", "'FR' is not an ISO 639-1 language code"),
+        ("lang", "xx", "'xx' is not an ISO 639-1 language code"),
+        ("prob", 7, "must be a probability from 0 to 1 or null, got 7"),
+        ("prob", "0.5", "must be a probability from 0 to 1 or null"),
+    ],
+)
+def test_prediction_rows_are_validated_as_score_validates_samples(
+    tmp_path, capsys, field, value, message
+):
+    rows = binary_rows("m", "fr", [1, 0], [1, 0])
+    rows[1][field] = value
+    path = write(tmp_path / "p.jsonl", rows)
+    capsys.readouterr()
+    assert ucsj("report", str(path)) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2 field '{field}': {message}" in err
+
+
+def test_a_probability_in_range_or_null_is_accepted(tmp_path):
+    rows = binary_rows("m", "fr", [1, 0, 1], [1, 0, None])
+    for row, prob in zip(rows, (0.9, 0, None), strict=True):
+        row["prob"] = prob
+    code, report = report_json(tmp_path, write(tmp_path / "p.jsonl", rows))
+    assert code == 0 and report["methods"]["m"]["fr"]["n"] == 3

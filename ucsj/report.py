@@ -15,6 +15,7 @@ import numpy as np
 
 from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
+from ucsj.languages import is_language_code
 from ucsj.metrics import (
     ALL,
     AVG,
@@ -280,6 +281,10 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
                 line=line,
                 field=name,
             )
+    if not is_language_code(row["lang"]):  # as `score` checks samples: "FR" is not "fr"
+        raise InputError(
+            f"'{row['lang']}' is not an ISO 639-1 language code", path=path, line=line, field="lang"
+        )
     kind = row_kind(row)
     if kind == "pairwise" and "pred_swapped" not in row:
         raise InputError(
@@ -294,6 +299,14 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
             raise InputError(
                 f"must be {_EXPECTED[kind]}, got {value!r}", path=path, line=line, field=name
             )
+    prob = row.get("prob")
+    if prob is not None and not _fraction(prob):
+        raise InputError(
+            f"must be a probability from 0 to 1 or null, got {prob!r}",
+            path=path,
+            line=line,
+            field="prob",
+        )
     unreadable = row.get("unreadable")
     if unreadable is not None and not _fraction(unreadable):
         raise InputError(
