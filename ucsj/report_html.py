@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ucsj import __version__
+from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
 from ucsj.report import (
     ALL,
@@ -85,6 +86,22 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def check_figures(figures: list[Path]) -> None:
+    """Each --figure is a PNG: anything else would be inlined as a broken data:image/png."""
+    for path in figures:
+        with path.open("rb") as stream:
+            start = stream.read(len(PNG_SIGNATURE))
+        if start != PNG_SIGNATURE:
+            raise InputError(
+                "--figure must be a PNG (e.g. from `ucsj analyze ... --plot`); this file does "
+                "not start with the PNG signature",
+                path=str(path),
+            )
 
 
 def png_description(data: bytes) -> str | None:

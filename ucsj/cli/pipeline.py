@@ -519,6 +519,10 @@ def report(
     if figures and html_path is None:
         raise click.UsageError("--figure puts a PNG into the --html page: give --html FILE too")
     refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
+    if figures:
+        from ucsj.report_html import check_figures
+
+        check_figures(list(figures))
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
