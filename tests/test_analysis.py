@@ -254,3 +254,18 @@ def test_aggregator_analysis_and_html_with_plots(files, tmp_path):
     )
     page = (tmp_path / "r.html").read_text()
     assert page.count("data:image/png;base64,") == 1 and "http" not in page.split("<body>")[1]
+
+
+def test_keeping_every_criterion_changes_no_ba(tmp_path):
+    # 6 criteria, fewer than the top 10: the "top" set is all of them, so the BA cannot move
+    # (the forest depends on column order: the kept columns stay in their original order)
+    paths = {
+        lang: make_scores(tmp_path / f"{lang}.jsonl", lang, 60, seed, noise=0.6)
+        for seed, lang in enumerate(("en", "fr", "hi"), start=7)
+    }
+    recs = _records(paths)
+    result = criteria_importance(recs["en"] + recs["fr"] + recs["hi"], CRITERIA)
+    assert sorted(result.top) == sorted(q.id for q in CRITERIA.questions)
+    assert result.top[0] == SIGNAL  # still listed by importance
+    for lang in paths:
+        assert result.ba_top[lang] == result.ba_all[lang], lang

@@ -181,6 +181,29 @@ def test_replay_miss_exits_3_naming_the_request(tmp_path, capsys):
     assert not (tmp_path / "s.jsonl").exists()
 
 
+def test_a_judge_replay_miss_names_the_file_sample_line_and_method_step(tmp_path, capsys):
+    write_dataset(tmp_path / "fr.jsonl", "fr", 2)
+    write_dataset(tmp_path / "cal.jsonl", "fr", 4)
+    (tmp_path / "cache").mkdir()  # empty: every request misses
+    offline = ["--task", "rag-faithfulness", "--cache", "replay"]
+    offline += ["--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "p.jsonl")]
+    first_id = json.loads((tmp_path / "fr.jsonl").read_text().splitlines()[0])["id"]
+    assert ucsj("judge", str(tmp_path / "fr.jsonl"), "--method", "cot", *offline) == 3
+    err = capsys.readouterr().err
+    assert "replay mode: no cached response" in err
+    assert f"{tmp_path / 'fr.jsonl'}: sample '{first_id}' (line 1), method cot, step 'cot." in err
+    # a miss while judging the --calibrate-on file names that file
+    cal_id = json.loads((tmp_path / "cal.jsonl").read_text().splitlines()[0])["id"]
+    calibrate = ["--calibrate-on", str(tmp_path / "cal.jsonl")]
+    assert (
+        ucsj("judge", str(tmp_path / "fr.jsonl"), "--method", "rocketeval", *calibrate, *offline)
+        == 3
+    )
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'cal.jsonl'}: sample '{cal_id}' (line 1), method rocketeval, step '" in err
+    assert not (tmp_path / "p.jsonl").exists()
+
+
 def test_api_key_never_lands_in_cache_outputs_or_logs(tmp_path):
     secret = "sk-live-UNIQUE-5e1f0a9b8c7d"
     labels = write_dataset(tmp_path / "en.jsonl", "en", 4)

@@ -199,3 +199,12 @@ def test_figure_without_html_is_a_usage_error(tmp_path, capsys):
     png.write_bytes(b"\x89PNG")
     assert ucsj("report", str(tmp_path / "p.jsonl"), "--figure", str(png)) == 2
     assert "--figure puts a PNG into the --html page" in capsys.readouterr().err
+
+
+def test_help_lists_every_exit_code_the_readme_documents(capsys):
+    assert ucsj("--help") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for code in ("0 ok", "1 a quality gate failed", "2 usage or input error"):
+        assert code in text
+    assert "3 backend or runtime error" in text
+    assert "4 requests pending (--cache collect)" in text and "130 interrupted" in text

@@ -55,6 +55,7 @@ def replay_printed_commands(stdout: str, workdir, again) -> None:
     names += [f"{lang}.preds.jsonl" for lang in ("fr", "de", "es", "hi")]
     for name in names:
         assert (again / name).read_bytes() == (workdir / name).read_bytes(), name
+    assert "Balanced accuracy" in (again / "report.html").read_text()  # dated: not compared
 
 
 # -- every baseline judge replays the built-in model's real recordings -------------------------
@@ -144,4 +145,5 @@ def test_live_demo_commands_call_the_endpoint_and_replay_nothing(tmp_path):
     )
     assert commands[-1] == (
         "ucsj report run/fr.preds.jsonl run/de.preds.jsonl run/es.preds.jsonl run/hi.preds.jsonl"
+        " --html run/report.html"  # as the README's demo block shows
     )

@@ -130,6 +130,17 @@ def test_figures_carry_their_captions_into_the_page(binary_files, tmp_path):
     assert f"<figcaption>{html.escape(caption)} <small>(decomposition.png)</small>" in page
 
 
+def test_a_figure_that_is_not_a_png_is_refused(binary_files, tmp_path, capsys):
+    good, _ = binary_files
+    figure = tmp_path / "x.jsonl"
+    figure.write_text('{"not": "a picture"}\n')
+    capsys.readouterr()
+    page = tmp_path / "r.html"
+    assert ucsj("report", str(good), "--html", str(page), "--figure", str(figure)) == 2
+    assert f"{figure}: --figure must be a PNG" in capsys.readouterr().err
+    assert not page.exists()
+
+
 def test_png_description_reads_only_the_description_chunk():
     assert png_description(b"\x89PNG\r\n\x1a\n") is None
 

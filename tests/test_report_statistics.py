@@ -194,3 +194,86 @@ def test_a_gate_on_an_undefined_shift_fails_with_its_reason():
     (result,) = _shift_gate(report, parse_gate("shift<=0.15"))
     assert not result.passed
     assert result.undefined and "undefined" in result.line()
+
+
+def test_a_gate_without_group_checks_each_method_on_the_languages_it_has(tmp_path, capsys):
+    # methods by languages: "m" on fr and de, the baseline "b" on fr only
+    m = write(
+        tmp_path / "m.jsonl",
+        binary_rows("m", "fr", [1, 0], [1, 0]) + binary_rows("m", "de", [1, 0], [1, 1]),
+    )
+    b = write(tmp_path / "b.jsonl", binary_rows("b", "fr", [1, 0], [1, 1]))
+    code, report = report_json(tmp_path, m, b, gates=["acc>=0.1"])
+    assert code == 0
+    checked = sorted((g["method"], g["group"]) for g in report["gates"])
+    assert checked == [("b", "fr"), ("m", "de"), ("m", "fr")]
+    # a group named explicitly that one method lacks: undefined there, so the gate fails
+    code, report = report_json(tmp_path, m, b, gates=["acc[de]>=0.1"])
+    assert code == 1
+    (lacking,) = [g for g in report["gates"] if g["method"] == "b"]
+    assert not lacking["passed"] and lacking["value"] is None
+    assert "no predictions with gold values for 'de'" in lacking["undefined"]
+    assert [g["passed"] for g in report["gates"] if g["method"] == "m"] == [True]
+    # a group no method has is an input error
+    capsys.readouterr()
+    assert ucsj("report", str(m), str(b), "--gate", "acc[xx]>=0.1") == 2
+    assert "'xx'" in capsys.readouterr().err
+
+
+def test_a_pointwise_gate_without_group_checks_the_pairs_each_method_has(tmp_path):
+    m = write(
+        tmp_path / "m.jsonl",
+        pointwise_rows("m", "fr", [1, 2, 3], [1.0, 2.0, 3.0])
+        + pointwise_rows("m", "de", [1, 2, 3], [1.0, 2.0, 3.0]),
+    )
+    b = write(tmp_path / "b.jsonl", pointwise_rows("b", "fr", [1, 2, 3], [1.0, 3.0, 2.0]))
+    code, report = report_json(tmp_path, m, b, gates=["tau>=0.3"])
+    assert code == 0
+    assert sorted((g["method"], g["group"]) for g in report["gates"]) == [
+        ("b", "fr"),
+        ("m", "de"),
+        ("m", "fr"),
+    ]
+
+
+def test_the_terminal_says_no_verdict_when_no_sample_has_one(tmp_path, capsys):
+    good = write(tmp_path / "a.jsonl", binary_rows("good", "fr", [1, 0], [1, 0]))
+    silent = write(tmp_path / "b.jsonl", binary_rows("silent", "fr", [1, 0], [None, None]))
+    capsys.readouterr()
+    assert ucsj("report", str(good), str(silent)) == 0
+    out = capsys.readouterr().out
+    assert "0.000 [0.000, 0.000]" not in out
+    silent_rows = [line for line in out.splitlines() if "no verdict for any sample" in line]
+    assert len(silent_rows) == 3  # fr, avg, all of the method without verdicts
+    assert all("1.000" in line for line in silent_rows)  # the no-verdict share stays shown
+    summary_row = next(line for line in out.splitlines() if line.strip("│ ").startswith("silent"))
+    assert summary_row.count("no verdict") == 3 and "0.000" not in summary_row
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("lang", "FR", "'FR' is not an ISO 639-1 language code"),
+        ("lang", "xx", "'xx' is not an ISO 639-1 language code"),
+        ("prob", 7, "must be a probability from 0 to 1 or null, got 7"),
+        ("prob", "0.5", "must be a probability from 0 to 1 or null"),
+    ],
+)
+def test_prediction_rows_are_validated_as_score_validates_samples(
+    tmp_path, capsys, field, value, message
+):
+    rows = binary_rows("m", "fr", [1, 0], [1, 0])
+    rows[1][field] = value
+    path = write(tmp_path / "p.jsonl", rows)
+    capsys.readouterr()
+    assert ucsj("report", str(path)) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2 field '{field}': {message}" in err
+
+
+def test_a_probability_in_range_or_null_is_accepted(tmp_path):
+    rows = binary_rows("m", "fr", [1, 0, 1], [1, 0, None])
+    for row, prob in zip(rows, (0.9, 0, None), strict=True):
+        row["prob"] = prob
+    code, report = report_json(tmp_path, write(tmp_path / "p.jsonl", rows))
+    assert code == 0 and report["methods"]["m"]["fr"]["n"] == 3

@@ -93,6 +93,27 @@ def test_good_records_and_binary_only_commands(tmp_path, capsys):
     assert "use zero-shot, ce-judge" in err
 
 
+def test_convert_mm_eval_counts_rows_of_other_subsets_apart_from_unlabelled_ones(tmp_path, capsys):
+    rows = [
+        {"id": i, "prompt": "q?", "chosen": "good", "rejected": "bad", "language": "de"}
+        for i in range(3)
+    ]
+    rows[0]["subset"], rows[1]["subset"], rows[2]["subset"] = "chat", "safety", "safety"
+    raw = tmp_path / "mm.jsonl"
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert ucsj("convert", "mm-eval", str(raw), "-o", str(tmp_path / "o.jsonl")) == 0
+    err = capsys.readouterr().err
+    assert "1 samples" in err and "left out 2 of other subsets" in err
+    assert "without a label" not in err
+    assert (
+        ucsj("convert", "mm-eval", str(raw), "--subset", "nope", "-o", str(tmp_path / "n.jsonl"))
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "left out 3 of other subsets" in err and "without a label" not in err
+
+
 def test_convert_mm_eval_balances_positions(tmp_path):
     raw = tmp_path / "mm.jsonl"
     rows = [

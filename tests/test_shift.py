@@ -163,6 +163,8 @@ def test_analyze_shift_writes_the_table_json_and_heat_map(files, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "label shift" in printed and "unexplained" in printed
+    (ref_row,) = [line for line in printed.splitlines() if "en (ref)" in line]
+    assert ref_row.split("│")[3].strip() == "0.000"  # the shift column, formatted as the others
     data = json.loads(out_json.read_text())
     assert data["reference"] == "en" and set(data["languages"]) == {"de", "fr", "hi"}
     hi = data["languages"]["hi"]

@@ -93,6 +93,17 @@ def test_fit_prints_mean_and_sd_per_module_and_says_why(tmp_path, capsys, monkey
     assert (tmp_path / "judge.skops").exists()
 
 
+def test_fit_names_the_training_languages_in_its_heading(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    CRITERIA.save("criteria.json")
+    scores = tmp_path / "fr.scores.jsonl"
+    write_scores(scores, separable(lang="fr"))
+    assert ucsj("fit", "--train", str(scores), "-o", "fr.skops") == 0
+    out = capsys.readouterr().out
+    assert "English" not in out
+    assert "Cross-validation on fr (5 folds x 3 repeats, seeded)" in " ".join(out.split())
+
+
 def write_scores(path, records):
     with path.open("w") as out:
         for r in records:

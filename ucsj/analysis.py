@@ -169,7 +169,7 @@ def criteria_importance(
         if lang == reference:
             ba_top[lang] = _cv_ba(x, y, folds, select_top=True)
         else:
-            ba_top[lang] = _cv_ba(x[:, top_idx], y, folds)
+            ba_top[lang] = _cv_ba(x[:, _kept_columns(top_idx)], y, folds)
     return Importance(names, profiles, spearman, ba_all, ba_top, [names[i] for i in top_idx])
 
 
@@ -183,6 +183,12 @@ def _top(importances: np.ndarray | list[float]) -> list[int]:
     return list(np.argsort(-np.asarray(importances), kind="stable")[:TOP_K])
 
 
+def _kept_columns(top_idx: list[int]) -> list[int]:
+    """The kept criteria in their original column order: the forest depends on column order,
+    so reordering alone would change the BA even when every criterion is kept."""
+    return sorted(top_idx)
+
+
 def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int, select_top: bool = False) -> float:
     """Cross-validated BA of the random forest; `select_top` keeps, in each fold, the TOP_K
     criteria most important on that fold's training rows."""
@@ -194,7 +200,7 @@ def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int, select_top: bool = False) -
     for fit_idx, test_idx in splitter.split(x, y):
         columns = list(range(x.shape[1]))
         if select_top:
-            columns = _top(top_importances(x[fit_idx], y[fit_idx]))
+            columns = _kept_columns(_top(top_importances(x[fit_idx], y[fit_idx])))
         model = fit_module(MODULES["rf"](), x[fit_idx][:, columns], y[fit_idx])
         predictions[test_idx] = decide([model], x[test_idx][:, columns]).pred
     return balanced_accuracy(y, predictions)

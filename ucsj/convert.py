@@ -43,15 +43,25 @@ LANGUAGE_NAMES = {
 }
 
 
+# What a converter yields for a row a filter (--subset) leaves out; None is a row without a label.
+OTHER_SUBSET = "other subset"
+
+
 @dataclass(frozen=True)
 class ConvertSummary:
     written: int
-    dropped: int
+    dropped: int  # rows without a label
     labels: dict[str, int]  # gold value (label, score or preference) -> count
+    filtered: int = 0  # rows of subsets not asked for
 
     def describe(self) -> str:
         counts = ", ".join(f"{k}: {v}" for k, v in sorted(self.labels.items()))
-        return f"{self.written} samples ({counts}); dropped {self.dropped} without a label"
+        parts = [f"{self.written} samples ({counts})"]
+        if self.dropped or not self.filtered:
+            parts.append(f"dropped {self.dropped} without a label")
+        if self.filtered:
+            parts.append(f"left out {self.filtered} of other subsets")
+        return "; ".join(parts)
 
 
 def _lang_from(path: Path, lang: str | None) -> str:
@@ -135,8 +145,8 @@ def mface_samples(
             }
 
 
-def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> ConvertSummary:
-    written = dropped = 0
+def write_samples(samples: Iterator[dict[str, Any] | str | None], output: Path) -> ConvertSummary:
+    written = dropped = filtered = 0
     labels: dict[str, int] = {}
     seen: set[str] = set()
     # held: an input error on a later row leaves no partial output on stdout either
@@ -145,6 +155,9 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
             if sample is None:
                 dropped += 1
                 continue
+            if sample == OTHER_SUBSET:
+                filtered += 1
+                continue
             if sample["id"] in seen:
                 raise InputError(f"two samples would share the id '{sample['id']}'")
             seen.add(sample["id"])
@@ -152,7 +165,7 @@ def write_samples(samples: Iterator[dict[str, Any] | None], output: Path) -> Con
             written += 1
             gold = next(str(sample[k]) for k in GOLD_FIELDS.values() if k in sample)
             labels[gold] = labels.get(gold, 0) + 1
-    return ConvertSummary(written, dropped, labels)
+    return ConvertSummary(written, dropped, labels, filtered)
 
 
 # CE-Judge evaluates MM-Eval's chat and reasoning subsets; others only on request (--subset)
@@ -161,7 +174,7 @@ MM_EVAL_SUBSETS = ("chat", "reasoning")
 
 def mm_eval_samples(
     path: Path, subsets: tuple[str, ...] = (), lang: str | None = None
-) -> Iterator[dict[str, Any] | None]:
+) -> Iterator[dict[str, Any] | str | None]:
     """MM-Eval rows (prompt, chosen, rejected, language, subset) as pairwise samples.
 
     Which position holds the chosen response is decided by a hash of the id, so about half
@@ -174,7 +187,7 @@ def mm_eval_samples(
                 raise InputError("missing or empty (is this MM-Eval?)", field=name, **where)
         subset = str(row.get("subset") or "")
         if subset not in (subsets or MM_EVAL_SUBSETS):
-            yield None
+            yield OTHER_SUBSET
             continue
         code = lang or str(row.get("language") or "").lower()
         if not is_language_code(code):

@@ -146,7 +146,8 @@ def demo_commands(
     for lang in targets:
         scores, preds = workdir / f"{lang}.scores.jsonl", workdir / f"{lang}.preds.jsonl"
         commands.append(line("ucsj", "predict", scores, "--judge", judge, "-o", preds))
-    commands.append(line("ucsj", "report", *(workdir / f"{lang}.preds.jsonl" for lang in targets)))
+    predictions = [workdir / f"{lang}.preds.jsonl" for lang in targets]
+    commands.append(line("ucsj", "report", *predictions, "--html", workdir / "report.html"))
     return commands
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
+from ucsj.languages import is_language_code
 from ucsj.metrics import (
     ALL,
     AVG,
@@ -280,6 +281,10 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
                 line=line,
                 field=name,
             )
+    if not is_language_code(row["lang"]):  # as `score` checks samples: "FR" is not "fr"
+        raise InputError(
+            f"'{row['lang']}' is not an ISO 639-1 language code", path=path, line=line, field="lang"
+        )
     kind = row_kind(row)
     if kind == "pairwise" and "pred_swapped" not in row:
         raise InputError(
@@ -294,6 +299,14 @@ def _check_prediction(row: Any, path: str, line: int) -> None:
             raise InputError(
                 f"must be {_EXPECTED[kind]}, got {value!r}", path=path, line=line, field=name
             )
+    prob = row.get("prob")
+    if prob is not None and not _fraction(prob):
+        raise InputError(
+            f"must be a probability from 0 to 1 or null, got {prob!r}",
+            path=path,
+            line=line,
+            field="prob",
+        )
     unreadable = row.get("unreadable")
     if unreadable is not None and not _fraction(unreadable):
         raise InputError(
@@ -472,15 +485,24 @@ def check_gates(report: Report, gates: list[Gate]) -> list[GateResult]:
                 f"--gate '{gate.text}': {report.kind} predictions have no '{gate.metric}'; "
                 f"use one of {', '.join(KIND_METRICS[report.kind])}"
             )
+        if gate.group and not any(gate.group in report.table[m] for m in report.methods):
+            raise InputError(
+                f"--gate '{gate.text}': no method has predictions with gold values for "
+                f"'{gate.group}'"
+            )
         for method in report.methods:
-            groups = [gate.group] if gate.group else report.langs
+            # without a group: the languages this method has (methods may cover different ones)
+            groups = (
+                [gate.group]
+                if gate.group
+                else [lang for lang in report.langs if lang in report.table[method]]
+            )
             for group in groups:
                 metrics = report.table[method].get(group)
-                if metrics is None:
-                    raise InputError(
-                        f"--gate '{gate.text}': no predictions with gold values for "
-                        f"'{group}' from method '{method}'"
-                    )
+                if metrics is None:  # named explicitly, and this method lacks it
+                    why = f"no predictions with gold values for '{group}' from method '{method}'"
+                    results.append(GateResult(gate, method, group, math.nan, False, why))
+                    continue
                 value = metrics.value(gate.metric)
                 if math.isnan(value):  # undefined is never good enough
                     why = metrics.undefined.get(gate.metric, "no value")
@@ -520,6 +542,11 @@ def headline(report: Report, metrics: Metrics) -> str:
     name = report.headline
     low, high = metrics.value(f"{name}_low"), metrics.value(f"{name}_high")
     return f"{fmt(metrics.value(name))} [{fmt(low)}, {fmt(high)}]"
+
+
+def no_verdict_at_all(metrics: Metrics) -> bool:
+    """Every sample of the group lacks a verdict: its numbers say nothing about quality."""
+    return metrics.n > 0 and metrics.value("error_rate") >= 1.0
 
 
 def fmt(value: float) -> str:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ucsj import __version__
+from ucsj.errors import InputError
 from ucsj.io import atomic_writer, read_json_lines
 from ucsj.report import (
     ALL,
@@ -27,10 +28,10 @@ from ucsj.report import (
     EXTRA_COLUMNS,
     HEADLINE_TITLE,
     GateResult,
-    Metrics,
     Report,
     fmt,
     headline,
+    no_verdict_at_all,
     undefined_notes,
 )
 
@@ -85,6 +86,22 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def check_figures(figures: list[Path]) -> None:
+    """Each --figure is a PNG: anything else would be inlined as a broken data:image/png."""
+    for path in figures:
+        with path.open("rb") as stream:
+            start = stream.read(len(PNG_SIGNATURE))
+        if start != PNG_SIGNATURE:
+            raise InputError(
+                "--figure must be a PNG (e.g. from `ucsj analyze ... --plot`); this file does "
+                "not start with the PNG signature",
+                path=str(path),
+            )
 
 
 def png_description(data: bytes) -> str | None:
@@ -152,11 +169,6 @@ def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def _no_verdict_at_all(metrics: Metrics) -> bool:
-    """Every sample of the group lacks a verdict: its numbers say nothing about quality."""
-    return metrics.n > 0 and metrics.value("error_rate") >= 1.0
-
-
 def _provenance(prov: Provenance) -> str:
     def methods(mapping: dict[str, list[str]], none: str) -> str:
         if not mapping:
@@ -192,7 +204,7 @@ def _headline_table(report: Report) -> str:
             m = report.table[method].get(group)
             if m is None:
                 cells.append("<td>–</td>")
-            elif _no_verdict_at_all(m):
+            elif no_verdict_at_all(m):
                 cells.append(f'<td class="none">no verdict<br><small>0 of {m.n}</small></td>')
             else:
                 best = len(report.methods) > 1 and method in report.best(group)
@@ -223,7 +235,7 @@ def _method_table(report: Report, method: str) -> str:
         m = report.table[method].get(group)
         if m is None:
             continue
-        if _no_verdict_at_all(m):
+        if no_verdict_at_all(m):
             # The other columns would show the verdicts counted as wrong, not a quality.
             others = sum(metric != "error_rate" for metric, _ in details)
             cells = '<td class="none">no verdict for any sample</td>'

@@ -507,7 +507,7 @@ def print_shift(result: ShiftReport) -> None:
         [
             f"{result.reference} (ref)",
             "",
-            "0",
+            fmt(0.0),  # the reference against itself
             "",
             "",
             "",

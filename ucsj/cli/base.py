@@ -104,9 +104,10 @@ def cli(ctx: click.Context) -> None:
     """ucsj: a multilingual LLM judge that learns from English labels.
 
     Exit codes: 0 ok, 1 a quality gate failed, 2 usage or input error, 3 backend or runtime
-    error, 4 requests pending (--cache collect). OPENAI_API_KEY, OPENAI_BASE_URL, UCSJ_MODEL
-    and UCSJ_CACHE_DIR are read from the environment, else from a .env file in the working
-    folder; the key is never written anywhere.
+    error, 4 requests pending (--cache collect), 130 interrupted (Ctrl-C; a rerun resumes from
+    the cache). OPENAI_API_KEY, OPENAI_BASE_URL, UCSJ_MODEL and UCSJ_CACHE_DIR are read from
+    the environment, else from a .env file in the working folder; the key is never written
+    anywhere.
 
     Shell completion (bash): eval "$(_UCSJ_COMPLETE=bash_source ucsj)"
     """

@@ -338,7 +338,7 @@ def fit(
 
     Binary tasks learn the label, pointwise tasks the score, pairwise tasks the preference.
     --module auto compares the six modules by repeated stratified cross-validation on the
-    English data and takes the simplest within one standard error of the best.
+    training data (usually English) and takes the simplest within one standard error of the best.
 
     Example: ucsj fit --train en.scores.jsonl --criteria criteria.json -o judge.skops
     """
@@ -364,7 +364,8 @@ def fit(
             "module",
             f"{meta['validation_metric']} mean",
             "sd",
-            title=f"English cross-validation ({meta['validation_folds'] // CV_REPEATS} folds x "
+            title=f"Cross-validation on {', '.join(meta['train_langs'])} "
+            f"({meta['validation_folds'] // CV_REPEATS} folds x "
             f"{CV_REPEATS} repeats, seeded)",
         )
         for name, value in meta["validation"].items():
@@ -526,6 +527,10 @@ def report(
     # a missing figure: "ucsj: error: F: file not found", as other inputs; a pipe: read once
     figures = tuple(input_path(figure) for figure in figures)
     refuse_overwriting_inputs([json_path, junit_path, html_path], [*predictions, *figures])
+    if figures:
+        from ucsj.report_html import check_figures
+
+        check_figures(list(figures))
     parsed = [parse_gate(g) for g in gates]
     if max_error_rate is not None:
         parsed.append(parse_gate(f"error_rate<={max_error_rate}"))
@@ -579,6 +584,7 @@ def print_report(result: Report) -> None:
         HEADLINE_TITLE,
         fmt,
         headline,
+        no_verdict_at_all,
         undefined_notes,
     )
 
@@ -595,7 +601,12 @@ def print_report(result: Report) -> None:
             for group in result.columns:
                 m = result.table[method].get(group)
                 star = "*" if m is not None and method in result.best(group) else ""
-                cells.append("–" if m is None else f"{fmt(m.value(result.headline))}{star}")
+                if m is None:
+                    cells.append("–")
+                elif no_verdict_at_all(m):  # all counted as wrong: a 0.000 would read as a score
+                    cells.append("no verdict")
+                else:
+                    cells.append(f"{fmt(m.value(result.headline))}{star}")
             table.add_row(method, *cells)
         console.out.print(table)
     details = DETAIL_COLUMNS[result.kind]
@@ -613,6 +624,18 @@ def print_report(result: Report) -> None:
         for group in [*result.langs, *result.breakdowns, AVG, ALL]:
             m = result.table[method].get(group)
             if m is None:
+                continue
+            if no_verdict_at_all(m):  # as the HTML says: no quality to show, only the share
+                table.add_row(
+                    group,
+                    str(m.n),
+                    "no verdict for any sample",
+                    *(
+                        fmt(m.value(metric)) if metric == "error_rate" else "–"
+                        for metric, _ in details
+                    ),
+                    *("–" for _ in columns),
+                )
                 continue
             table.add_row(
                 group,

@@ -13,6 +13,7 @@ import numpy as np
 from ucsj.answers import final_verdict
 from ucsj.criteria import CriteriaSet
 from ucsj.data import Sample
+from ucsj.errors import CacheMissError
 from ucsj.llm import ChatRequest, Completion, LLMClient
 from ucsj.methods.caps import CAPS
 from ucsj.prompts import render
@@ -75,7 +76,10 @@ class Context:
             logprobs=wanted,
             top_logprobs=5 if wanted else 0,
         )
-        completion = await self.client.complete(request, allow_truncated=True)
+        try:
+            completion = await self.client.complete(request, allow_truncated=True)
+        except CacheMissError as exc:  # replay: name the step; the runner adds the sample
+            raise CacheMissError(f"step '{step}': {exc}") from None
         if cap.free_text and completion.truncated:
             self.cut_off.append(step)
         return completion

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ucsj.data import Sample, SampleFile
+from ucsj.errors import CacheMissError
 from ucsj.io import dump_json_line, open_output
 from ucsj.llm import LLMClient, LLMSettings
 from ucsj.llm.client import RequestFailed
@@ -33,6 +34,10 @@ async def judge_sample(ctx: Context, method: str, sample: Sample) -> dict[str, A
     own = ctx.for_sample()
     try:
         judgement = await METHODS[method](own, sample)
+    except CacheMissError as exc:  # replay: stop, naming what is missing, as `score` does
+        raise CacheMissError(
+            f"sample '{sample.id}' (line {sample.line}), method {method}, {exc}"
+        ) from None
     except RequestFailed as exc:
         return {
             **row,
@@ -108,7 +113,10 @@ def _run(
             async for row in in_order(chosen, lambda s: judge_sample(ctx, method, s), window):
                 sink(row)
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except CacheMissError as exc:  # the data file (or the --calibrate-on one) it was judging
+        raise CacheMissError(f"{data}: {exc}") from None
 
 
 def judge_file(
