@@ -326,6 +326,9 @@ def bench_replay(n: int = 10_000) -> dict:
 def _peak_rss_child(n: int) -> int:
     code = f"""
 import sys, resource
+# numpy in both runs: validation imports it only above 65,536 samples, and the ratio is about
+# growth with the file, not about a library's fixed 19 MB being loaded in one run only
+import numpy
 sys.path.insert(0, {str(ROOT / "bench")!r})
 from bench import *
 from pathlib import Path

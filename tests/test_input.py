@@ -268,3 +268,21 @@ def test_empty_training_file_is_named_as_empty(tmp_path, capsys):
     assert ucsj("fit", "--train", str(empty), "-o", str(tmp_path / "j.skops")) == 2
     assert f"{empty}: no records: the file is empty" in capsys.readouterr().err
     assert not (tmp_path / "j.skops").exists()
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 16], ids=["numpy sort", "set"])
+def test_duplicate_ids_found_by_both_checks(tmp_path, monkeypatch, limit):
+    # small files are checked with a set (score starts without numpy), large ones with numpy
+    from ucsj import data
+    from ucsj.errors import InputError
+    from ucsj.tasks import load_task
+
+    monkeypatch.setattr(data, "SET_CHECK_LIMIT", limit)
+    path = tmp_path / "d.jsonl"
+    ids = ["a", "b", "c", "b"]
+    path.write_text("\n".join(line(id=i) for i in ids[:3]) + "\n")
+    assert data.SampleFile(path, load_task("rag-faithfulness")).validate().count == 3
+    path.write_text("\n".join(line(id=i) for i in ids) + "\n")
+    with pytest.raises(InputError, match="duplicate id 'b'") as caught:
+        data.SampleFile(path, load_task("rag-faithfulness")).validate()
+    assert caught.value.line == 4

@@ -58,6 +58,19 @@ def _id_hash(sample_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(sample_id.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+# Up to this many ids a set finds a repeated hash without importing numpy (~60 ms of every
+# `score` start-up); beyond, numpy sorts the packed hashes, 8 bytes an id.
+SET_CHECK_LIMIT = 1 << 16
+
+
+def _has_repeats(hashes: array) -> bool:
+    if len(hashes) <= SET_CHECK_LIMIT:
+        return len(set(hashes)) != len(hashes)
+    import numpy as np  # here: the command line starts without it
+
+    return len(np.unique(np.frombuffer(hashes, dtype=np.uint64))) != len(hashes)
+
+
 def check_lang_option(lang: str | None) -> None:
     if lang is not None and not is_language_code(lang):
         raise InputError(f"--lang '{lang}' is not an ISO 639-1 code (e.g. en, fr, de, hi)")
@@ -85,9 +98,7 @@ class SampleFile:
             labelled += next(iter(sample.gold(self.task.kind).values())) is not None
         if not hashes:
             raise InputError("no records: the file is empty", path=str(self.path))
-        import numpy as np  # here: the command line starts without it
-
-        if len(np.unique(np.frombuffer(hashes, dtype=np.uint64))) != len(hashes):
+        if _has_repeats(hashes):
             self._raise_duplicate()
         return DataSummary(str(self.path), len(hashes), labelled, dict(sorted(langs.items())))
 
