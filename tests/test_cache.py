@@ -177,7 +177,8 @@ def test_replay_miss_exits_3_naming_the_request(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "replay mode: no cached response" in err and "smollm2-135m-instruct" in err
     first_id = json.loads((tmp_path / "en.jsonl").read_text().splitlines()[0])["id"]
-    assert f"sample '{first_id}' (line 1), concept c1 (A)" in err
+    data = tmp_path / "en.jsonl"
+    assert f"{data}: sample '{first_id}' (line 1), concept c1 (A)" in err  # as judge names it
     assert not (tmp_path / "s.jsonl").exists()
 
 

@@ -347,7 +347,10 @@ def score_file(
         finally:
             await client.aclose()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except CacheMissError as exc:  # name the data file, as judge does
+        raise CacheMissError(f"{data}: {exc}") from None
     return summary
 
 
