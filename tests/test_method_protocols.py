@@ -508,6 +508,12 @@ def test_gen_checklist_expands_filters_caches_and_is_editable(fr, capsys):
         prompts = [b["messages"][-1]["content"] for b in server.requests]
     assert len(prompts) == 4 and all("Q1. Is the year right?" in p for p in prompts)
     assert all(len(r["items"]) == 1 for r in rows(root / "c.jsonl"))
+    # calibrated on labelled data: the threshold is chosen with the same checklist
+    with FakeLLMServer(ScriptedBaselines(labels)) as server:
+        extra = ["--checklist", str(out), "--calibrate-on", str(root / "fr.jsonl")]
+        assert judge(server, root / "fr.jsonl", "checkeval", root / "cc.jsonl", *extra) == 0
+        prompts = [b["messages"][-1]["content"] for b in server.requests]
+    assert prompts and all("Q1. Is the year right?" in p for p in prompts)
     content["task"] = "summary-faithfulness"
     out.write_text(json.dumps(content))
     with FakeLLMServer(ScriptedBaselines(labels)) as server:

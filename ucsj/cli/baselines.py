@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,9 @@ from ucsj.llm import LLMSettings
 from ucsj.scores import read_scores
 from ucsj.shards import Shard
 from ucsj.tasks import Task, load_task
+
+if TYPE_CHECKING:  # imported where used: start-up stays light
+    from ucsj.methods import JudgeOptions
 
 
 @cli.command(context_settings=CONTEXT)
@@ -149,7 +152,7 @@ def judge(
         if threshold is not None:
             raise InputError("--threshold and --calibrate-on exclude each other")
         SampleFile(data, task, lang).validate()  # bad input fails before any request
-        rows = _calibration_rows(calibrate_path, method, task, settings, lang)
+        rows = _calibration_rows(calibrate_path, method, task, settings, lang, options)
         options.threshold = choose_threshold(*checklist_scores(rows))
         if method == "rocketeval":
             options.reweighting = fit_reweighting(rows)
@@ -220,16 +223,23 @@ def gen_checklist(task_spec: str, output: Path, settings: LLMSettings) -> None:
 
 
 def _calibration_rows(
-    path: Path, method: str, task: Task, settings: LLMSettings, lang: str | None
+    path: Path,
+    method: str,
+    task: Task,
+    settings: LLMSettings,
+    lang: str | None,
+    options: JudgeOptions,
 ) -> list[dict[str, Any]]:
-    """Rows with item scores: read from the method's predictions, or judged from a data file."""
+    """Rows with item scores: read from the method's predictions, or judged from a data file
+    with the same checklist as DATA (the threshold is not yet chosen)."""
     from ucsj.methods import JudgeOptions, judge_rows
 
     for _, first in read_json_lines(path):
         if isinstance(first, dict) and first.get("method") == method:
             return [row for _, row in read_json_lines(path)]
         break
-    return judge_rows(path, task, method, settings, JudgeOptions(), lang=lang)
+    same_checklist = JudgeOptions(checklist=options.checklist)
+    return judge_rows(path, task, method, settings, same_checklist, lang=lang)
 
 
 def _read_text(path: Path, what: str) -> str:
