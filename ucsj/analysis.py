@@ -19,10 +19,10 @@ from ucsj.scores import ScoreRecord
 from ucsj.transfer import (
     MODULES,
     RANDOM_STATE,
-    decide,
     feature_matrix,
     feature_names,
     fit_module,
+    verdicts,
 )
 
 FRACTIONS = (0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.00)  # paper 5.2
@@ -91,7 +91,7 @@ def sample_efficiency(
                 continue
             model = fit_module(MODULES[module](RANDOM_STATE + seed), x_fit, y_fit)
             for lang, (xe, ye) in evaluations.items():
-                scores[lang].append(balanced_accuracy(ye, decide([model], xe).pred))
+                scores[lang].append(balanced_accuracy(ye, verdicts([model], xe)))
         for lang, values in scores.items():
             points.append(
                 EfficiencyPoint(
@@ -202,7 +202,7 @@ def _cv_ba(x: np.ndarray, y: np.ndarray, folds: int, select_top: bool = False) -
         if select_top:
             columns = _kept_columns(_top(top_importances(x[fit_idx], y[fit_idx])))
         model = fit_module(MODULES["rf"](), x[fit_idx][:, columns], y[fit_idx])
-        predictions[test_idx] = decide([model], x[test_idx][:, columns]).pred
+        predictions[test_idx] = verdicts([model], x[test_idx][:, columns])
     return balanced_accuracy(y, predictions)
 
 
@@ -228,7 +228,7 @@ def module_comparison(
     for name, make in MODULES.items():
         models = [fit_module(make(RANDOM_STATE + i), x, y) for i in range(seeds)]
         row = {
-            lang: balanced_accuracy(ye, decide(models, xe).pred)
+            lang: balanced_accuracy(ye, verdicts(models, xe))
             for lang, (xe, ye) in evaluations.items()
         }
         row["avg"] = float(np.mean(list(row.values())))

@@ -32,6 +32,7 @@ import numpy as np
 from ucsj.criteria import CriteriaSet
 from ucsj.errors import InputError
 from ucsj.scores import ScoreRecord
+from ucsj.transfer_options import RANDOM_STATE
 
 REFERENCE_FORMAT = "ucsj.reference/1"
 GRID = 100  # distribution functions are kept at the midpoints of 100 equal steps of [0, 1]
@@ -54,7 +55,6 @@ PRIOR_STEPS = 201  # pass rates tried when fitting the label-shift mixture
 TOP_CRITERIA = 3
 ALIGNMENTS = ("none", "standardize", "prior")
 MIN_ALIGN_SAMPLES = 20
-RANDOM_STATE = 42  # transfer.RANDOM_STATE, not imported: this module stays free of sklearn
 
 
 # -- distributions ----------------------------------------------------------------------------

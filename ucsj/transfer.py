@@ -36,9 +36,8 @@ from ucsj.errors import InputError
 from ucsj.judge_file import JUDGE_FORMAT
 from ucsj.metrics import balanced_accuracy, kendall_tau
 from ucsj.scores import TARGETS, ScoreRecord
-from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES
+from ucsj.transfer_options import FEATURE_KINDS, MODULE_NAMES, RANDOM_STATE
 
-RANDOM_STATE = 42
 IMPUTE = 0.5  # an unreadable answer carries no evidence either way
 # --module auto: repeated K-fold cross-validation on the English data (seeded, stratified for
 # labels, preferences and, where every value allows it, scores), then the one-standard-error
@@ -144,12 +143,12 @@ class Target:
     def validation_score(self, models: list[BaseEstimator], x: np.ndarray, y: np.ndarray) -> float:
         """The metric on held-out rows, with the decision rule predictions use (`decide`)."""
         if self.name == "label":
-            return balanced_accuracy(y, decide(models, x).pred)
+            return balanced_accuracy(y, verdicts(models, x))
         if self.name == "score":
             return kendall_tau(y, decide_scores(models, x)[0])
         # preference: accuracy over both orders of each held-out pair
-        forward = decide(models, x).pred
-        backward = decide(models, -x).pred
+        forward = verdicts(models, x)
+        backward = verdicts(models, -x)
         return float((np.mean(forward == y) + np.mean(backward == 1 - y)) / 2)
 
 
@@ -192,6 +191,14 @@ def decide(models: list[BaseEstimator], x: np.ndarray) -> Decision:
     prob = probs.mean(axis=0)
     pred = np.where(votes == 0.5, prob >= 0.5, votes > 0.5).astype(int)
     return Decision(prob, probs.std(axis=0), pred)
+
+
+def verdicts(models: list[BaseEstimator], x: np.ndarray) -> np.ndarray:
+    """`decide(models, x).pred` without the probabilities a single model's verdict never needs
+    (cross-validation asks for verdicts only: predict_proba would double its inference)."""
+    if len(models) == 1:
+        return np.asarray(models[0].predict(x)).astype(int)
+    return decide(models, x).pred
 
 
 def decide_scores(models: list[BaseEstimator], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -384,7 +391,7 @@ def _answer_reference(
         usable,
         criteria,
         labels=np.asarray([r.gold for r in usable]),
-        predicted_pass_rate=round(float(np.mean(decide(models, x).pred)), 6),
+        predicted_pass_rate=round(float(np.mean(verdicts(models, x))), 6),
     )
 
 
@@ -433,7 +440,6 @@ def _check_consistent(records: list[ScoreRecord], criteria: CriteriaSet, source:
                 path=source,
             )
     for field_name, expected in (
-        ("criteria", criteria.fingerprint),
         ("model", records[0].model),
         ("scoring", records[0].scoring),
     ):

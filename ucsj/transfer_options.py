@@ -9,3 +9,4 @@ from __future__ import annotations
 # The order of ucsj.transfer.MODULES and SCORE_MODULES (the A.3 modules), as --module lists it.
 MODULE_NAMES = ("mlp", "logreg", "svm", "rf", "gb", "knn")
 FEATURE_KINDS = ("concept", "criterion")
+RANDOM_STATE = 42  # the A.3 modules' seed, and every other seeded draw of ucsj

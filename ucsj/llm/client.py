@@ -326,7 +326,6 @@ class ClientStats:
     cache_writes: int = 0
     retries: int = 0
     failures: int = 0
-    pending: int = 0  # --cache collect: distinct requests written to the pending file
 
 
 class LLMClient:
@@ -430,7 +429,6 @@ class LLMClient:
             return cached
         if self._pending is not None:
             self._pending.add(request)
-            self.stats.pending = self._pending.count
             raise NotYetAnswered(f"pending: request {request.key[:16]}… awaits a batch answer")
         if self.mode is CacheMode.REPLAY:
             raise CacheMissError(

@@ -53,13 +53,9 @@ class Context:
     def for_sample(self) -> Context:
         return Context(self.client, self.task, self.options, [], self.shared)
 
-    async def ask(
-        self, prompt: str, step: str, *, system: str | None = None, logprobs: bool | None = None
-    ) -> Completion:
+    async def ask(self, prompt: str, step: str) -> Completion:
         """One call with the system prompt and one user message, capped as CAPS[step] says."""
-        return await self.converse(
-            [("system", system or render("system")), ("user", prompt)], step, logprobs=logprobs
-        )
+        return await self.converse([("system", render("system")), ("user", prompt)], step)
 
     async def converse(
         self, messages: list[tuple[str, str]], step: str, *, logprobs: bool | None = None
