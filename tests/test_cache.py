@@ -255,3 +255,15 @@ def test_holds_all_and_present_agree_on_a_missing_key(tmp_path, monkeypatch):
         assert cache.holds_all([stored[1], stored[1], *stored])
         assert cache.present([*stored, missing]) == set(stored)
         assert cache.holds_all([])
+
+
+def test_a_corrupt_recording_is_replaced_by_a_batch_import_as_by_add(tmp_path):
+    """add_many (cache import-batch) treats a corrupt row as missing, as add does: kept,
+    it would be collected again and skipped again by every import, for ever."""
+    good, other = _entry("a"), _entry("b")
+    with ResponseCache(tmp_path / "c") as cache:
+        cache._store.set(good["key"], "not a cache entry")
+        assert cache.get(good["key"]) is None
+        assert cache.add_many([good, other]) == 2
+        assert cache.get(good["key"])["response"] == good["response"]
+        assert cache.add_many([good]) == 0  # recorded now: the first recording wins

@@ -194,13 +194,21 @@ class ResponseCache:
 
     def add_many(self, entries: list[dict[str, Any]]) -> int:
         """Store each entry whose key is not recorded yet, in one transaction; return how
-        many were new (a batch import of a million answers is not a million commits)."""
+        many were new (a batch import of a million answers is not a million commits). As in
+        `add`, a corrupt recording does not win: it is replaced."""
+
+        def store(entry: dict[str, Any]) -> bool:
+            text = canonical_json(with_digest(entry))
+            if self._store.add(entry["key"], text):
+                return True
+            if self.get(entry["key"]) is not None:
+                return False
+            self._store.set(entry["key"], text)
+            return True
 
         def add_all() -> int:
             with self._store.transact():
-                return sum(
-                    bool(self._store.add(e["key"], canonical_json(with_digest(e)))) for e in entries
-                )
+                return sum(store(e) for e in entries)
 
         return _retry_locked(add_all)
 
