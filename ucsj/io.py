@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -103,6 +104,18 @@ def file_identity(path: str | Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (provenance, a batch's input)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            while block := stream.read(1 << 20):
+                digest.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    return digest.hexdigest()
 
 
 def refuse_overwriting_inputs(

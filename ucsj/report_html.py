@@ -9,7 +9,6 @@ captions. It opens with no network: the plots are inlined.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 import math
 import struct
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from ucsj import __version__
 from ucsj.errors import InputError
-from ucsj.io import atomic_writer, read_json_lines
+from ucsj.io import atomic_writer, file_sha256, read_json_lines
 from ucsj.report import (
     ALL,
     AVG,
@@ -74,18 +73,10 @@ def collect_provenance(
             for value, seen in ((row.get("model"), models), (row.get("criteria"), criteria)):
                 if isinstance(value, str) and method not in seen.setdefault(value, []):
                     seen[value].append(method)
-        inputs.append(InputFile(str(path), _sha256(path), rows))
-    inputs += [InputFile(str(path), _sha256(path), None) for path in others or []]
+        inputs.append(InputFile(str(path), file_sha256(path), rows))
+    inputs += [InputFile(str(path), file_sha256(path), None) for path in others or []]
     created = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Provenance(__version__, created, command, inputs, models, criteria)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,6 @@ resumes polling the same batch instead of paying for a second one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import httpx
 
 from ucsj import __version__
-from ucsj.errors import BackendError, InputError
+from ucsj.errors import BackendError
 from ucsj.llm.batch import CHAT_URL
 
 log = logging.getLogger("ucsj")
@@ -74,12 +73,11 @@ def run_batch(
 ) -> BatchOutcome:
     """Upload `input_path`, create a batch (or resume the one noted beside `output` for the
     same input), poll it to the end and write its output and error lines to `output`."""
-    from ucsj.io import atomic_writer, write_json
+    from ucsj.io import atomic_writer, file_sha256, refuse_overwriting_inputs, write_json
 
     input_path = Path(input_path)
-    if input_path.resolve() == Path(output).resolve():
-        raise InputError("the output would overwrite the input", path=str(output))
-    digest = _file_digest(input_path)
+    refuse_overwriting_inputs([output], [input_path])
+    digest = file_sha256(input_path)
     with _Api(settings) as api:
         batch = _resumable(api, output, digest)
         if batch is None:
@@ -152,17 +150,6 @@ def _resumable(api: _Api, output: str | Path, digest: str) -> dict[str, Any] | N
         return None  # nothing to collect: start a new batch
     log.info("resuming batch %s (%s)", batch["id"], batch.get("status"))
     return batch
-
-
-def _file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                sha.update(chunk)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    return sha.hexdigest()
 
 
 class _Api:
